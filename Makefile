@@ -1,0 +1,47 @@
+# corepool's front door. `make run` and `make test` are the two commands the
+# README opens with; both install Debian dependencies first (scripts/install-deps.sh).
+BUILD    ?= build
+TYPE     ?= RelWithDebInfo
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+JOBS     ?= $(shell nproc)
+CTEST_ARGS ?=
+
+CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=$(TYPE) -DCMAKE_INSTALL_PREFIX=$(PREFIX)
+
+.PHONY: all deps configure build run test install clean model bench
+
+all: build
+
+deps:
+	bash scripts/install-deps.sh
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+
+configure: $(BUILD)/CMakeCache.txt
+
+build: configure
+	cmake --build $(BUILD) -j$(JOBS)
+
+# The main job: tag the bundled demo audio with the bundled default model.
+run: deps build
+	$(BUILD)/tools/corepool-gen-audio --demo --out $(BUILD)/demo/demo.wav
+	$(BUILD)/supervisor/corepool batch --force --out - $(BUILD)/demo/demo.wav
+
+test: deps build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) $(CTEST_ARGS)
+
+bench: deps build
+	$(BUILD)/supervisor/corepool bench
+
+# Regenerate models/default/model.pt from its generator.
+model: configure
+	rm -f models/default/model.pt
+	cmake --build $(BUILD) --target default_model
+
+install: build
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD)
+
+clean:
+	rm -rf $(BUILD)
