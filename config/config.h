@@ -1,0 +1,39 @@
+// Service and batch settings: the one TOML file (config/corepool.toml documents
+// every key with its default), loaded with toml++ and overridden by CLI flags.
+// Called by supervisor/main.cc at startup; a Config is a plain value, copy freely.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace corepool {
+
+// A bad config or model.toml: the message names the file, line and key,
+// e.g. "corepool.toml:12: engine.workers: must be between 0 and 1024, got -3".
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Config {
+  // [model]
+  std::string model_dir = "models/default";  // directory holding model.pt + model.toml
+  // [engine]
+  std::string mode = "thread";   // "thread" | "process"
+  int workers = 0;               // engine threads / worker processes; 0 = usable cores
+  int intra_op_threads = 1;      // at::set_num_threads; 1 disables the global intra-op pool
+  int inter_op_threads = 1;      // at::set_num_interop_threads
+  int max_batch = 4;             // segments per forward()
+  int queue_depth = 0;           // segments in flight; 0 = 4 * workers * max_batch
+  bool pin_threads = true;       // pin engine thread / worker i to the i-th usable cpu
+  // [batch]
+  std::string out_dir = "corepool-out";  // where batch writes one .jsonl per input
+  bool force = false;                    // redo files whose result is already complete
+  // [log]
+  std::string log_level = "info";  // trace | debug | info | warn | error | off
+};
+
+// Reads `path` over the defaults. Throws ConfigError (file:line: key: reason) on
+// a syntax error, an unknown key, a wrong type or an out-of-range value.
+Config load_config(const std::string& path);
+
+}  // namespace corepool

@@ -1,0 +1,218 @@
+// load_model_config() and to_toml(): the model.toml contract in both directions.
+// The engine loads it once at startup; the model generator writes it with to_toml(),
+// so the two must agree field for field (tests/unit/model_config_test.cc checks).
+#include "config/model_config.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+
+#include "config/toml_reader.h"
+
+namespace corepool {
+namespace {
+
+constexpr double kNoLimit = std::numeric_limits<double>::infinity();
+constexpr double kDefaultThreshold = 0.5;
+
+void read_model(TomlReader& reader, ModelConfig& config) {
+  config.name = reader.get_string("model.name", config.name);
+  const std::string input = reader.get_string("model.input", "logmel", {"logmel", "waveform"});
+  config.input = input == "waveform" ? InputKind::kWaveform : InputKind::kLogMel;
+  config.sample_rate = reader.get_int("model.sample_rate", config.sample_rate, 1000, 192000);
+  config.segment_seconds = reader.get_double("model.segment_seconds", config.segment_seconds, 0,
+                                             60, TomlReader::Bound::kExclusive);
+  config.hop_seconds = reader.get_double("model.hop_seconds", config.hop_seconds, 0, 60,
+                                         TomlReader::Bound::kExclusive);
+  config.max_batch = reader.get_int("model.max_batch", config.max_batch, 1, 1000000);
+}
+
+// The STFT shape is part of a log-mel model's contract: a silent default would feed
+// it spectrograms it was never trained on. A waveform model may omit the section.
+void require_features(TomlReader& reader, const ModelConfig& config) {
+  if (config.input != InputKind::kLogMel) return;
+  if (!reader.has("features")) {
+    reader.fail("features", "section is required for input = \"logmel\"");
+  }
+  for (const char* key : {"features.n_fft", "features.hop_length", "features.n_mels"}) {
+    reader.require(key);
+  }
+}
+
+void read_features(TomlReader& reader, ModelConfig& config) {
+  require_features(reader, config);
+  config.n_fft = reader.get_int("features.n_fft", config.n_fft, 16, 8192);
+  if ((config.n_fft & (config.n_fft - 1)) != 0) {
+    reader.fail("features.n_fft", "must be a power of two, got " + std::to_string(config.n_fft));
+  }
+  config.hop_length = reader.get_int("features.hop_length", config.hop_length, 1, config.n_fft);
+  config.n_mels = reader.get_int("features.n_mels", config.n_mels, 1, 512);
+  config.fmin = reader.get_double("features.fmin", config.fmin, 0, kNoLimit);
+  config.fmax = reader.get_double("features.fmax", config.fmax, 0, kNoLimit);
+}
+
+void read_label_names(TomlReader& reader, ModelConfig& config) {
+  reader.require("labels.names");
+  config.labels = reader.get_string_array("labels.names", {});
+  if (config.labels.empty()) reader.fail("labels.names", "must name at least one label");
+  for (size_t i = 0; i < config.labels.size(); ++i) {
+    const std::string& label = config.labels[i];
+    if (label.empty()) reader.fail("labels.names", "label " + std::to_string(i) + " is empty");
+    if (std::find(config.labels.begin(), config.labels.begin() + i, label) !=
+        config.labels.begin() + i) {
+      reader.fail("labels.names", "duplicate label " + toml_quote(label));
+    }
+  }
+}
+
+void read_thresholds(TomlReader& reader, ModelConfig& config) {
+  const double base = reader.get_double("labels.threshold", kDefaultThreshold, 0, 1);
+  config.thresholds.assign(config.labels.size(), static_cast<float>(base));
+  for (const auto& entry : reader.get_number_table("labels.thresholds", 0, 1)) {
+    const auto it = std::find(config.labels.begin(), config.labels.end(), entry.key);
+    if (it == config.labels.end()) {
+      reader.fail_at(entry.line, entry.path, "not a label in labels.names");
+    }
+    config.thresholds[it - config.labels.begin()] = static_cast<float>(entry.value);
+  }
+}
+
+void check_frequencies(TomlReader& reader, const ModelConfig& config) {
+  const double nyquist = config.sample_rate / 2.0;
+  if (config.fmax > nyquist) {
+    reader.fail("features.fmax", "must be at most sample_rate / 2 = " + format_number(nyquist) +
+                                     ", got " + format_number(config.fmax));
+  }
+  const double fmax = config.fmax == 0 ? nyquist : config.fmax;
+  if (!(config.fmin < fmax)) {
+    reader.fail("features.fmin", "must be below fmax = " + format_number(fmax) + ", got " +
+                                     format_number(config.fmin));
+  }
+}
+
+// Seconds are rounded to whole samples; make sure what is left is usable.
+void check_lengths(TomlReader& reader, const ModelConfig& config) {
+  const bool logmel = config.input == InputKind::kLogMel;
+  const int needed = logmel ? config.n_fft : 1;
+  const std::string rate = " samples at " + std::to_string(config.sample_rate) + " Hz, needs ";
+  if (config.segment_samples() < needed) {
+    reader.fail("model.segment_seconds",
+                "gives " + std::to_string(config.segment_samples()) + rate + "at least " +
+                    (logmel ? "features.n_fft = " : "") + std::to_string(needed));
+  }
+  if (config.hop_samples() < 1) {
+    reader.fail("model.hop_seconds", "gives 0" + rate + "at least 1");
+  }
+}
+
+// Marks number text as a TOML float ("8000" -> "8000.0") so it never reads as an integer.
+std::string as_toml_float(std::string text) {
+  if (text.find_first_of(".en") == std::string::npos) text += ".0";  // "n": inf, nan
+  return text;
+}
+
+std::string toml_float(double value) { return as_toml_float(format_number(value)); }
+
+// Thresholds are floats but are read back as doubles and narrowed. Keep the short
+// form ("0.6") only when that path lands on the same float; else write the exact value.
+std::string threshold_text(float value) {
+  char buffer[64];
+  const auto written = std::to_chars(buffer, buffer + sizeof buffer, value);
+  double reread = 0;
+  std::from_chars(buffer, written.ptr, reread);
+  if (static_cast<float>(reread) != value) return toml_float(value);
+  return as_toml_float(std::string(buffer, written.ptr));
+}
+
+// The most common threshold becomes [labels] threshold so only exceptions are listed.
+float base_threshold(const std::vector<float>& thresholds) {
+  float best = static_cast<float>(kDefaultThreshold);
+  long best_count = 0;
+  for (const float value : thresholds) {
+    const long count = std::count(thresholds.begin(), thresholds.end(), value);
+    if (count > best_count) {
+      best = value;
+      best_count = count;
+    }
+  }
+  return best;
+}
+
+void write_model(std::ostream& out, const ModelConfig& config) {
+  const bool logmel = config.input == InputKind::kLogMel;
+  out << "[model]\n"
+      << "name = " << toml_quote(config.name) << "\n"
+      << "input = \"" << (logmel ? "logmel" : "waveform") << "\"  # logmel | waveform\n"
+      << "sample_rate = " << config.sample_rate << "\n"
+      << "segment_seconds = " << toml_float(config.segment_seconds) << "\n"
+      << "hop_seconds = " << toml_float(config.hop_seconds) << "\n"
+      << "max_batch = " << config.max_batch << "\n";
+}
+
+void write_features(std::ostream& out, const ModelConfig& config) {
+  out << "\n[features]\n"
+      << "n_fft = " << config.n_fft << "\n"
+      << "hop_length = " << config.hop_length << "\n"
+      << "n_mels = " << config.n_mels << "\n"
+      << "fmin = " << toml_float(config.fmin) << "\n"
+      << "fmax = " << toml_float(config.fmax) << "  # 0 = sample_rate / 2\n";
+}
+
+void write_labels(std::ostream& out, const ModelConfig& config) {
+  out << "\n[labels]\nnames = [";
+  for (size_t i = 0; i < config.labels.size(); ++i) {
+    out << (i ? ", " : "") << toml_quote(config.labels[i]);
+  }
+  const float base = base_threshold(config.thresholds);
+  out << "]\nthreshold = " << threshold_text(base) << "\n";
+  bool header_written = false;
+  for (size_t i = 0; i < config.labels.size(); ++i) {
+    if (config.thresholds[i] == base) continue;
+    if (!header_written) out << "\n[labels.thresholds]  # per label, overrides threshold\n";
+    header_written = true;
+    out << toml_key(config.labels[i]) << " = " << threshold_text(config.thresholds[i]) << "\n";
+  }
+}
+
+}  // namespace
+
+int ModelConfig::segment_samples() const {
+  return static_cast<int>(std::lround(segment_seconds * sample_rate));
+}
+
+int ModelConfig::hop_samples() const {
+  return static_cast<int>(std::lround(hop_seconds * sample_rate));
+}
+
+int ModelConfig::frames_per_segment() const { return 1 + segment_samples() / hop_length; }
+
+ModelConfig load_model_config(const std::string& path) {
+  TomlReader reader(path);
+  ModelConfig config;
+  read_model(reader, config);
+  read_features(reader, config);
+  read_label_names(reader, config);
+  read_thresholds(reader, config);
+  reader.check_no_unknown_keys();
+  // Cross-field checks last: each field is known to be well-formed by now.
+  check_frequencies(reader, config);
+  check_lengths(reader, config);
+  return config;
+}
+
+std::string to_toml(const ModelConfig& config) {
+  if (config.thresholds.size() != config.labels.size()) {
+    throw std::invalid_argument("to_toml: thresholds must hold one value per label");
+  }
+  std::ostringstream out;
+  out << "# Model contract, read by corepool's load_model_config() (config/model_config.h).\n";
+  write_model(out, config);
+  write_features(out, config);
+  write_labels(out, config);
+  return out.str();
+}
+
+}  // namespace corepool

@@ -1,0 +1,237 @@
+// Unit tests for load_config() (config/config.cc) and, through it, TomlReader:
+// the shipped config/corepool.toml must equal the built-in defaults, and every
+// kind of mistake must name file, line and key. Each test owns a temp dir.
+#include "config/config.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace corepool {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The documented defaults file, found from this source file's location (CMake
+// compiles sources by absolute path, so __FILE__ is absolute).
+const fs::path kDefaultsFile = fs::path(__FILE__).parent_path() / "../../config/corepool.toml";
+
+class ConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "corepool-config-XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override {
+    fs::remove_all(dir_);
+    EXPECT_FALSE(fs::exists(dir_)) << "temp dir left behind";
+  }
+
+  std::string write(const std::string& text, const std::string& name = "corepool.toml") {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  // The ConfigError message for `text`, or "" when it loads.
+  std::string error_for(const std::string& text) {
+    try {
+      load_config(write(text));
+    } catch (const ConfigError& error) {
+      return error.what();
+    }
+    return "";
+  }
+
+  std::string path() const { return (dir_ / "corepool.toml").string(); }
+
+  fs::path dir_;
+};
+
+void expect_same(const Config& actual, const Config& expected) {
+  EXPECT_EQ(actual.model_dir, expected.model_dir);
+  EXPECT_EQ(actual.mode, expected.mode);
+  EXPECT_EQ(actual.workers, expected.workers);
+  EXPECT_EQ(actual.intra_op_threads, expected.intra_op_threads);
+  EXPECT_EQ(actual.inter_op_threads, expected.inter_op_threads);
+  EXPECT_EQ(actual.max_batch, expected.max_batch);
+  EXPECT_EQ(actual.queue_depth, expected.queue_depth);
+  EXPECT_EQ(actual.pin_threads, expected.pin_threads);
+  EXPECT_EQ(actual.out_dir, expected.out_dir);
+  EXPECT_EQ(actual.force, expected.force);
+  EXPECT_EQ(actual.log_level, expected.log_level);
+}
+
+TEST_F(ConfigTest, ShippedDefaultsFileLoadsToExactlyTheBuiltInDefaults) {
+  ASSERT_TRUE(fs::exists(kDefaultsFile)) << kDefaultsFile;
+  expect_same(load_config(kDefaultsFile.string()), Config{});
+}
+
+TEST_F(ConfigTest, ShippedDefaultsFileSetsEveryKeyItDocuments) {
+  // Written out in full so a key added to Config but not to the file shows up here.
+  std::ifstream in(kDefaultsFile);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const char* key : {"dir =", "mode =", "workers =", "intra_op_threads =",
+                          "inter_op_threads =", "max_batch =", "queue_depth =", "pin_threads =",
+                          "out_dir =", "force =", "level ="}) {
+    EXPECT_NE(text.find(std::string("\n") + key), std::string::npos) << key;
+  }
+}
+
+TEST_F(ConfigTest, EmptyFileYieldsTheDefaults) {
+  expect_same(load_config(write("")), Config{});
+}
+
+TEST_F(ConfigTest, EveryKeyIsReadFromTheFile) {
+  const Config config = load_config(write(R"(
+[model]
+dir = "/srv/models/vad"
+[engine]
+mode = "process"
+workers = 6
+intra_op_threads = 2
+inter_op_threads = 3
+max_batch = 16
+queue_depth = 500
+pin_threads = false
+[batch]
+out_dir = "/tmp/out"
+force = true
+[log]
+level = "debug"
+)"));
+  Config expected;
+  expected.model_dir = "/srv/models/vad";
+  expected.mode = "process";
+  expected.workers = 6;
+  expected.intra_op_threads = 2;
+  expected.inter_op_threads = 3;
+  expected.max_batch = 16;
+  expected.queue_depth = 500;
+  expected.pin_threads = false;
+  expected.out_dir = "/tmp/out";
+  expected.force = true;
+  expected.log_level = "debug";
+  expect_same(config, expected);
+}
+
+TEST_F(ConfigTest, DottedKeysAtTheTopLevelWorkLikeSections) {
+  const Config config = load_config(write("engine.workers = 3\nlog.level = \"warn\"\n"));
+  EXPECT_EQ(config.workers, 3);
+  EXPECT_EQ(config.log_level, "warn");
+}
+
+TEST_F(ConfigTest, WrongTypeNamesFileLineAndKey) {
+  EXPECT_EQ(error_for("# comment\n\n[engine]\nmode = \"thread\"\n\n\nworkers = \"four\"\n"),
+            path() + ":7: engine.workers: expected an integer, got a string");
+}
+
+TEST_F(ConfigTest, FloatForIntegerKeyIsAWrongType) {
+  EXPECT_EQ(error_for("[engine]\nmax_batch = 2.5\n"),
+            path() + ":2: engine.max_batch: expected an integer, got a float");
+}
+
+TEST_F(ConfigTest, StringForBooleanKeyIsAWrongType) {
+  EXPECT_EQ(error_for("[batch]\nforce = \"yes\"\n"),
+            path() + ":2: batch.force: expected a boolean (true or false), got a string");
+}
+
+TEST_F(ConfigTest, SectionGivenAsAValueIsAWrongType) {
+  EXPECT_EQ(error_for("\nengine = 3\n"), path() + ":2: engine: expected a table, got an integer");
+}
+
+TEST_F(ConfigTest, OutOfRangeValueNamesFileLineKeyRangeAndValue) {
+  EXPECT_EQ(error_for("[engine]\n\n\n\n\n\nworkers = -3\n"),
+            path() + ":7: engine.workers: must be between 0 and 1024, got -3");
+}
+
+TEST_F(ConfigTest, EachIntegerKeyHasItsOwnRange) {
+  EXPECT_EQ(error_for("[engine]\nintra_op_threads = 0\n"),
+            path() + ":2: engine.intra_op_threads: must be between 1 and 1024, got 0");
+  EXPECT_EQ(error_for("[engine]\ninter_op_threads = 1025\n"),
+            path() + ":2: engine.inter_op_threads: must be between 1 and 1024, got 1025");
+  EXPECT_EQ(error_for("[engine]\nmax_batch = 0\n"),
+            path() + ":2: engine.max_batch: must be between 1 and 1024, got 0");
+  EXPECT_EQ(error_for("[engine]\nqueue_depth = 1000001\n"),
+            path() + ":2: engine.queue_depth: must be between 0 and 1000000, got 1000001");
+}
+
+TEST_F(ConfigTest, HugeIntegerIsReportedNotTruncatedIntoRange) {
+  EXPECT_EQ(error_for("[engine]\nworkers = 4294967297\n"),
+            path() + ":2: engine.workers: must be between 0 and 1024, got 4294967297");
+}
+
+TEST_F(ConfigTest, RangeEndsAreAccepted) {
+  const Config config = load_config(write("[engine]\nworkers = 1024\nqueue_depth = 0\n"));
+  EXPECT_EQ(config.workers, 1024);
+  EXPECT_EQ(config.queue_depth, 0);
+}
+
+TEST_F(ConfigTest, ModeOutsideItsChoicesIsRejected) {
+  EXPECT_EQ(error_for("[engine]\nmode = \"threads\"\n"),
+            path() + ":2: engine.mode: must be one of \"thread\", \"process\"; got \"threads\"");
+}
+
+TEST_F(ConfigTest, LogLevelOutsideItsChoicesIsRejected) {
+  EXPECT_EQ(error_for("[log]\nlevel = \"verbose\"\n"),
+            path() + ":2: log.level: must be one of \"trace\", \"debug\", \"info\", \"warn\", "
+                     "\"error\", \"off\"; got \"verbose\"");
+}
+
+TEST_F(ConfigTest, EmptyDirectoryIsRejected) {
+  EXPECT_EQ(error_for("[model]\ndir = \"\"\n"), path() + ":2: model.dir: must not be empty");
+  EXPECT_EQ(error_for("[batch]\nout_dir = \"\"\n"),
+            path() + ":2: batch.out_dir: must not be empty");
+}
+
+TEST_F(ConfigTest, UnknownKeyNamesFileLineAndKey) {
+  EXPECT_EQ(error_for("[engine]\nworkers = 2\nwrokers = 3\n"),
+            path() + ":3: engine.wrokers: unknown key");
+}
+
+TEST_F(ConfigTest, UnknownSectionIsReportedAtItsHeader) {
+  EXPECT_EQ(error_for("[engine]\nworkers = 2\n\n[engin]\nworkers = 3\n"),
+            path() + ":4: engin: unknown key");
+}
+
+TEST_F(ConfigTest, UnknownKeyInsideAKnownSectionsSubTableIsReported) {
+  EXPECT_EQ(error_for("[engine]\nworkers = 2\n[engine.extra]\nx = 1\n"),
+            path() + ":3: engine.extra: unknown key");
+}
+
+TEST_F(ConfigTest, FirstUnknownKeyInFileOrderIsReported) {
+  // Tables iterate alphabetically; the report must follow the file instead.
+  EXPECT_EQ(error_for("[log]\nzzz = 1\n[batch]\naaa = 2\n"), path() + ":2: log.zzz: unknown key");
+}
+
+TEST_F(ConfigTest, SyntaxErrorNamesFileLineAndColumn) {
+  const std::string error = error_for("[engine]\nworkers = 2\nmode = = \"thread\"\n");
+  EXPECT_EQ(error.rfind(path() + ":3:8: ", 0), 0u) << error;
+  EXPECT_GT(error.size(), (path() + ":3:8: ").size()) << "no description: " << error;
+}
+
+TEST_F(ConfigTest, DuplicateKeyIsASyntaxError) {
+  const std::string error = error_for("[engine]\nworkers = 2\nworkers = 3\n");
+  EXPECT_EQ(error.rfind(path() + ":3:", 0), 0u) << error;
+}
+
+TEST_F(ConfigTest, MissingFileSaysCannotOpenWithTheReason) {
+  const std::string missing = (dir_ / "nope.toml").string();
+  try {
+    load_config(missing);
+    FAIL() << "no error for a missing file";
+  } catch (const ConfigError& error) {
+    EXPECT_EQ(std::string(error.what()), missing + ": cannot open: No such file or directory");
+  }
+}
+
+TEST_F(ConfigTest, DirectoryInsteadOfFileIsAnErrorNotAnEmptyConfig) {
+  EXPECT_THROW(load_config(dir_.string()), ConfigError);
+}
+
+}  // namespace
+}  // namespace corepool
