@@ -1,0 +1,198 @@
+// Tests of validate_audio (worker/audio_validation.h): every header-level
+// problem gets a one-line AudioError that starts with the path and names the
+// reason; good files of every format report their rate, channels and frames.
+// The fixture owns a temp dir and checks that no file descriptor leaks.
+#include "worker/audio_validation.h"
+
+#include <dirent.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "tools/audio_synth.h"
+
+namespace corepool {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+int open_fd_count() {
+  int n = 0;
+  DIR* d = opendir("/proc/self/fd");
+  while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+class AudioValidationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/corepool-validation-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    fds_at_start_ = open_fd_count();
+  }
+  void TearDown() override {
+    EXPECT_EQ(open_fd_count(), fds_at_start_) << "a file handle leaked";
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string damaged(const std::string& name) {
+    if (damaged_.empty()) damaged_ = synth::write_damaged_files(dir_);
+    return path(name);
+  }
+
+  // The AudioError message for `file`, or "" if validation passed.
+  static std::string error_of(const std::string& file) {
+    try {
+      validate_audio(file);
+    } catch (const AudioError& e) {
+      return e.what();
+    }
+    return "";
+  }
+
+  std::string dir_;
+  int fds_at_start_ = 0;
+  std::vector<std::string> damaged_;
+};
+
+// Every message: the path first, one line, and the expected reason.
+void expect_reason(const std::string& message, const std::string& file, const std::string& reason) {
+  EXPECT_THAT(message, StartsWith(file + ": "));
+  EXPECT_THAT(message, HasSubstr(reason));
+  EXPECT_THAT(message, Not(HasSubstr("\n")));
+}
+
+TEST_F(AudioValidationTest, MissingFileIsReportedAsNoSuchFile) {
+  const std::string file = path("nope.wav");
+  expect_reason(error_of(file), file, "no such file");
+}
+
+TEST_F(AudioValidationTest, DirectoryIsReportedAsADirectory) {
+  expect_reason(error_of(dir_), dir_, "is a directory");
+}
+
+// Root reads anything, so the check runs in a child that drops to nobody.
+TEST_F(AudioValidationTest, UnreadableFileIsReportedAsPermissionDenied) {
+  const std::string file = path("secret.wav");
+  synth::FileSpec spec;
+  spec.sections = {{synth::Kind::kTone, 0.1, 440, 0.5}};
+  synth::write_audio(file, spec);
+  ASSERT_EQ(chmod(file.c_str(), 0), 0);
+  ASSERT_EQ(chmod(dir_.c_str(), 0755), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (geteuid() == 0 && setuid(65534) != 0) _exit(3);
+    const std::string message = error_of(file);
+    const bool ok = message.rfind(file + ": ", 0) == 0 &&
+                    message.find("permission denied") != std::string::npos;
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "child saw no 'permission denied' (3: setuid failed)";
+}
+
+TEST_F(AudioValidationTest, TextFileIsNotAudioAndQuotesLibsndfile) {
+  const std::string file = damaged("not_audio.wav");
+  const std::string message = error_of(file);
+  expect_reason(message, file, "not an audio file");
+  EXPECT_THAT(message, HasSubstr("(Format not recognised"));
+}
+
+TEST_F(AudioValidationTest, ZeroByteFileIsReportedAsEmpty) {
+  const std::string file = damaged("zero_bytes.wav");
+  expect_reason(error_of(file), file, "empty file (0 bytes)");
+}
+
+TEST_F(AudioValidationTest, HeaderWithoutFramesIsReportedAsEmpty) {
+  const std::string file = damaged("empty.wav");
+  expect_reason(error_of(file), file, "no audio frames");
+}
+
+TEST_F(AudioValidationTest, ZeroSampleRateIsNamedAsZeroHertz) {
+  const std::string file = damaged("zero_rate.wav");
+  expect_reason(error_of(file), file, "sample rate is 0 Hz");
+}
+
+TEST_F(AudioValidationTest, AbsurdSampleRateIsRejected) {
+  const std::string file = path("slow.wav");
+  synth::FileSpec spec;
+  spec.sample_rate = 200;
+  spec.sections = {{synth::Kind::kTone, 1, 50, 0.5}};
+  synth::write_audio(file, spec);
+  expect_reason(error_of(file), file, "sample rate 200 Hz is outside 1000..768000 Hz");
+}
+
+TEST_F(AudioValidationTest, FortyChannelsAreMoreThanSupported) {
+  const std::string file = damaged("many_channels.wav");
+  expect_reason(error_of(file), file, "40 channels (at most 32 supported)");
+}
+
+// Vorbis cut in half: libsndfile cannot find the last page, so no length.
+TEST_F(AudioValidationTest, OggWithoutItsEndIsRejectedAsTruncated) {
+  const std::string whole = path("whole.ogg");
+  synth::FileSpec spec;
+  spec.format = "ogg";
+  spec.sections = {{synth::Kind::kNoise, 5, 440, 0.3}};
+  synth::write_audio(whole, spec);
+  const std::string cut = path("cut.ogg");
+  std::filesystem::copy_file(whole, cut);
+  std::filesystem::resize_file(cut, std::filesystem::file_size(whole) / 2);
+  expect_reason(error_of(cut), cut, "truncated");
+}
+
+// NaN/Inf and missing data are only visible while decoding: AudioStream's job.
+TEST_F(AudioValidationTest, ContentDamageIsLeftToTheStream) {
+  EXPECT_EQ(error_of(damaged("nan.wav")), "");
+  EXPECT_EQ(error_of(damaged("inf.wav")), "");
+  const AudioInfo truncated = validate_audio(damaged("truncated.wav"));
+  EXPECT_EQ(truncated.frames, 8000) << "frames must be what the header says, not what is left";
+}
+
+struct FormatCase {
+  const char* format;
+  const char* name_part;  // in AudioInfo::format
+};
+
+class AudioValidationFormatTest : public AudioValidationTest,
+                                  public ::testing::WithParamInterface<FormatCase> {};
+
+TEST_P(AudioValidationFormatTest, GoodFileReportsItsRateChannelsAndFrames) {
+  const std::string file = path(std::string("good.") + GetParam().format);
+  synth::FileSpec spec;
+  spec.sample_rate = 22050;
+  spec.channels = 2;
+  spec.format = GetParam().format;
+  spec.sections = {{synth::Kind::kTone, 1.0, 440, 0.5}, {synth::Kind::kNoise, 0.5, 440, 0.2}};
+  synth::write_audio(file, spec);
+
+  const AudioInfo info = validate_audio(file);
+  EXPECT_EQ(info.sample_rate, 22050);
+  EXPECT_EQ(info.channels, 2);
+  EXPECT_EQ(info.frames, 33075);
+  EXPECT_NEAR(info.duration_seconds(), 1.5, 1e-9);
+  EXPECT_THAT(info.format, HasSubstr(GetParam().name_part));
+}
+
+INSTANTIATE_TEST_SUITE_P(AudioValidation, AudioValidationFormatTest,
+                         ::testing::Values(FormatCase{"wav", "16 bit PCM"},
+                                           FormatCase{"wavf", "32 bit float"},
+                                           FormatCase{"flac", "FLAC"},
+                                           FormatCase{"ogg", "Vorbis"}),
+                         [](const auto& info) { return std::string(info.param.format); });
+
+}  // namespace
+}  // namespace corepool
