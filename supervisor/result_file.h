@@ -1,0 +1,59 @@
+// Batch output: one JSON Lines file per input. Written to "<final>.tmp.<pid>"
+// and renamed into place only when complete, so a killed run never leaves a
+// partial result under the final name. Owned by the batch driver, one per file.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace corepool {
+
+class ResultFile {
+ public:
+  // Creates parent directories and opens the temporary file. Throws
+  // std::runtime_error("<path>: cannot create result file: <strerror>").
+  explicit ResultFile(std::string final_path);
+  // Not committed: removes the temporary file.
+  ~ResultFile();
+  ResultFile(const ResultFile&) = delete;
+  ResultFile& operator=(const ResultFile&) = delete;
+
+  // Appends one JSON object as one line. Throws std::runtime_error if the write
+  // fails, std::logic_error after commit() or abandon().
+  void write_line(const nlohmann::json& line);
+  // Flushes, fsyncs, renames to the final path. Throws std::runtime_error on
+  // failure (the temporary file is then removed), std::logic_error if the file
+  // was already committed or abandoned.
+  void commit();
+  // Drops the temporary file (also done by the destructor if not committed).
+  // Does nothing after commit() or a previous abandon().
+  void abandon();
+
+  const std::string& final_path() const { return final_path_; }
+  const std::string& temp_path() const { return temp_path_; }
+
+ private:
+  std::string final_path_;
+  std::string temp_path_;
+  // kOpen: file_ is open and temp_path_ is ours. kCommitted: renamed into
+  // place, nothing of ours is left to clean. kAbandoned: temp file removed.
+  enum class State { kOpen, kCommitted, kAbandoned };
+  std::FILE* file_ = nullptr;
+  State state_ = State::kOpen;
+
+  void require_open(const char* operation) const;
+  [[noreturn]] void fail(const std::string& what);
+};
+
+// True if `path` exists and its last non-blank line is a JSON object with a
+// "summary" key: the mark that a result was written in full. Reads only the
+// end of the file; a last line over 16 MiB counts as incomplete.
+bool result_is_complete(const std::string& path);
+
+// Removes "<dir>/**/*.tmp.<pid>" left by runs whose pid is no longer alive.
+// Returns how many were removed (0 if `dir` does not exist).
+int sweep_stale_temp_files(const std::string& dir);
+
+}  // namespace corepool

@@ -1,0 +1,400 @@
+// Unit tests for EventBuilder (worker/events.h): merging, thresholds, overlap
+// arithmetic, clipping, emission order under shuffled arrival, bounded memory
+// and error cases. Expected events come from a small offline oracle that sees
+// all scores at once, so it shares no code or streaming logic with the builder.
+#include "worker/events.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <ostream>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace corepool {
+
+// In corepool itself (not the anonymous namespace) so that argument-dependent
+// lookup finds them from std::vector's == and from gtest's printer; static
+// keeps them private to this file. Exact comparison is intended: the builder
+// and the oracle compute times with the same arithmetic.
+static bool operator==(const Event& a, const Event& b) {
+  return std::tie(a.start, a.end, a.label, a.score) == std::tie(b.start, b.end, b.label, b.score);
+}
+
+static std::ostream& operator<<(std::ostream& out, const Event& e) {
+  return out << "{" << e.label << " " << e.start << ".." << e.end << " score " << e.score << "}";
+}
+
+namespace {
+
+using Scores = std::vector<std::vector<float>>;  // [segment][label]
+
+struct Params {
+  std::vector<std::string> labels;
+  std::vector<float> thresholds;
+  double segment_seconds = 1.0;
+  double hop_seconds = 1.0;
+};
+
+// Collects what the builder emits; `builder` is wired to `events`.
+struct Harness {
+  explicit Harness(const Params& p)
+      : builder(p.labels, p.thresholds, p.segment_seconds, p.hop_seconds,
+                [this](const Event& e) { events.push_back(e); }) {}
+  std::vector<Event> events;
+  EventBuilder builder;
+};
+
+// The oracle: per label, every maximal run of on-segments is one event; sort
+// by (start, label position); clip to the duration and drop empty ones.
+std::vector<Event> expected_events(const Params& p, const Scores& scores, double duration) {
+  std::vector<std::tuple<size_t, size_t, Event>> keyed;  // (first, label, event)
+  for (size_t l = 0; l < p.labels.size(); ++l) {
+    for (size_t i = 0; i < scores.size();) {
+      if (!(scores[i][l] >= p.thresholds[l])) { ++i; continue; }
+      size_t j = i;
+      float best = scores[i][l];
+      while (j + 1 < scores.size() && scores[j + 1][l] >= p.thresholds[l]) {
+        best = std::max(best, scores[++j][l]);
+      }
+      Event e{i * p.hop_seconds, j * p.hop_seconds + p.segment_seconds, p.labels[l], best};
+      e.start = std::min(e.start, duration);
+      e.end = std::min(e.end, duration);
+      if (e.end > e.start) keyed.emplace_back(i, l, e);
+      i = j + 1;
+    }
+  }
+  std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
+    return std::tie(std::get<0>(a), std::get<1>(a)) < std::tie(std::get<0>(b), std::get<1>(b));
+  });
+  std::vector<Event> out;
+  for (auto& k : keyed) out.push_back(std::get<2>(k));
+  return out;
+}
+
+std::vector<Event> run(const Params& p, const Scores& scores, const std::vector<uint64_t>& order,
+                       double duration) {
+  Harness h(p);
+  for (uint64_t i : order) h.builder.add(i, scores[i]);
+  EXPECT_EQ(h.builder.pending(), 0u);
+  h.builder.finish(scores.size(), duration);
+  return h.events;
+}
+
+std::vector<uint64_t> in_order(size_t n) {
+  std::vector<uint64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  return order;
+}
+
+// Scores that flip often and in long runs alike: each label holds a level for
+// a random 1..max_run segments, so runs of every length and overlaps appear.
+Scores random_scores(size_t segments, size_t labels, std::mt19937& rng, int max_run) {
+  Scores scores(segments, std::vector<float>(labels));
+  std::uniform_real_distribution<float> level(0.0f, 1.0f);
+  std::uniform_int_distribution<int> run_length(1, max_run);
+  for (size_t l = 0; l < labels; ++l) {
+    for (size_t i = 0; i < segments;) {
+      const bool on = level(rng) < 0.4f;
+      for (int k = run_length(rng); k > 0 && i < segments; --k, ++i) {
+        scores[i][l] = on ? 0.5f + level(rng) / 2 : level(rng) / 2;  // threshold 0.5
+      }
+    }
+  }
+  return scores;
+}
+
+Params numbered_labels(size_t n, float threshold = 0.5f) {
+  Params p;
+  for (size_t l = 0; l < n; ++l) p.labels.push_back("label" + std::to_string(l));
+  p.thresholds.assign(n, threshold);
+  return p;
+}
+
+TEST(EventBuilderTest, ConsecutiveOnSegmentsMergeIntoOneEventWithTheHighestScore) {
+  Params p = numbered_labels(1);
+  Harness h(p);
+  h.builder.add(0, {0.1f});
+  h.builder.add(1, {0.6f});
+  h.builder.add(2, {0.9f});
+  h.builder.add(3, {0.7f});
+  h.builder.add(4, {0.2f});
+  h.builder.finish(5, 5.0);
+  EXPECT_EQ(h.events, (std::vector<Event>{{1.0, 4.0, "label0", 0.9f}}));
+}
+
+TEST(EventBuilderTest, AGapOfOneSegmentSplitsTwoEvents) {
+  Params p = numbered_labels(1);
+  Harness h(p);
+  const Scores scores = {{0.8f}, {0.1f}, {0.7f}};
+  for (uint64_t i = 0; i < scores.size(); ++i) h.builder.add(i, scores[i]);
+  h.builder.finish(3, 3.0);
+  EXPECT_EQ(h.events, (std::vector<Event>{{0.0, 1.0, "label0", 0.8f}, {2.0, 3.0, "label0", 0.7f}}));
+}
+
+TEST(EventBuilderTest, AScoreEqualToTheThresholdIsOnAndOneJustBelowIsOff) {
+  Params p;
+  p.labels = {"speech", "music"};
+  p.thresholds = {0.3f, 0.7f};
+  Harness h(p);
+  h.builder.add(0, {0.3f, std::nextafter(0.7f, 0.0f)});
+  h.builder.add(1, {std::nextafter(0.3f, 0.0f), 0.7f});
+  h.builder.finish(2, 2.0);
+  EXPECT_EQ(h.events, (std::vector<Event>{{0.0, 1.0, "speech", 0.3f}, {1.0, 2.0, "music", 0.7f}}));
+}
+
+TEST(EventBuilderTest, OverlappingSegmentsSpanFromTheFirstStartToTheLastEnd) {
+  Params p = numbered_labels(1);
+  p.segment_seconds = 1.0;
+  p.hop_seconds = 0.5;
+  Harness h(p);
+  // Segments 2..4 cover [1.0, 2.0], [1.5, 2.5], [2.0, 3.0]; segment 7 covers [3.5, 4.5].
+  const Scores scores = {{0}, {0}, {0.9f}, {0.6f}, {0.8f}, {0}, {0}, {0.55f}, {0}};
+  for (uint64_t i = 0; i < scores.size(); ++i) h.builder.add(i, scores[i]);
+  h.builder.finish(scores.size(), 5.0);
+  EXPECT_EQ(h.events,
+            (std::vector<Event>{{1.0, 3.0, "label0", 0.9f}, {3.5, 4.5, "label0", 0.55f}}));
+}
+
+TEST(EventBuilderTest, EventsReachingPastTheDurationAreClippedToIt) {
+  Params p = numbered_labels(2);
+  p.hop_seconds = 0.5;
+  Harness h(p);
+  // 4 segments of 1 s, hop 0.5: the last covers [1.5, 2.5] but the audio ends at 2.2.
+  h.builder.add(0, {0.9f, 0.0f});
+  h.builder.add(1, {0.9f, 0.0f});
+  h.builder.add(2, {0.9f, 0.0f});
+  h.builder.add(3, {0.9f, 0.8f});
+  h.builder.finish(4, 2.2);
+  EXPECT_EQ(h.events, (std::vector<Event>{{0.0, 2.2, "label0", 0.9f}, {1.5, 2.2, "label1", 0.8f}}));
+}
+
+// Only events still open at finish() can reach past the audio (the segmenter
+// pads the last segment only), so only they are clipped or dropped.
+TEST(EventBuilderTest, AnEventThatStartsAtOrAfterTheDurationIsDropped) {
+  for (double duration : {1.0, 0.9}) {
+    Params p = numbered_labels(3);
+    p.hop_seconds = 0.5;
+    Harness h(p);
+    h.builder.add(0, {0.9f, 0.0f, 0.0f});
+    h.builder.add(1, {0.9f, 0.0f, 0.7f});
+    h.builder.add(2, {0.9f, 0.8f, 0.7f});  // label1 starts at 1.0, not before the end
+    h.builder.finish(3, duration);
+    EXPECT_EQ(h.events, (std::vector<Event>{{0.0, duration, "label0", 0.9f},
+                                            {0.5, duration, "label2", 0.7f}}))
+        << "duration " << duration;
+  }
+}
+
+TEST(EventBuilderTest, EventsWithTheSameStartLeaveInLabelOrder) {
+  Params p;
+  p.labels = {"dog", "cat", "bird"};
+  p.thresholds = {0.5f, 0.5f, 0.5f};
+  Harness h(p);
+  // All three start at segment 1; bird closes first, dog last, yet dog leads.
+  h.builder.add(0, {0.0f, 0.0f, 0.0f});
+  h.builder.add(1, {0.6f, 0.7f, 0.8f});
+  h.builder.add(2, {0.6f, 0.7f, 0.0f});
+  h.builder.add(3, {0.6f, 0.0f, 0.0f});
+  EXPECT_TRUE(h.events.empty()) << "cat and bird must wait for the open dog event";
+  h.builder.add(4, {0.0f, 0.0f, 0.0f});
+  EXPECT_EQ(h.events, (std::vector<Event>{{1.0, 4.0, "dog", 0.6f},
+                                          {1.0, 3.0, "cat", 0.7f},
+                                          {1.0, 2.0, "bird", 0.8f}}));
+  h.builder.finish(5, 5.0);
+  EXPECT_EQ(h.events.size(), 3u);
+}
+
+TEST(EventBuilderTest, AClosedEventWaitsForAnEarlierOpenEventThenFollowsIt) {
+  Params p;
+  p.labels = {"rain", "thunder"};
+  p.thresholds = {0.5f, 0.5f};
+  Harness h(p);
+  h.builder.add(0, {0.9f, 0.0f});
+  h.builder.add(1, {0.9f, 0.8f});
+  h.builder.add(2, {0.9f, 0.0f});  // thunder closed, but rain (started earlier) is open
+  EXPECT_TRUE(h.events.empty());
+  h.builder.add(3, {0.0f, 0.0f});  // rain closes: both can go, rain first
+  EXPECT_EQ(h.events, (std::vector<Event>{{0.0, 3.0, "rain", 0.9f}, {1.0, 2.0, "thunder", 0.8f}}));
+}
+
+TEST(EventBuilderTest, AnEventIsEmittedAsSoonAsItClosesWhenNothingEarlierIsOpen) {
+  Params p;
+  p.labels = {"rain", "thunder"};
+  p.thresholds = {0.5f, 0.5f};
+  Harness h(p);
+  h.builder.add(0, {0.0f, 0.9f});
+  h.builder.add(1, {0.9f, 0.9f});
+  h.builder.add(2, {0.9f, 0.0f});  // thunder started first and closed: out at once
+  EXPECT_EQ(h.events, (std::vector<Event>{{0.0, 2.0, "thunder", 0.9f}}));
+}
+
+TEST(EventBuilderTest, AnOutOfOrderSegmentWaitsForItsPredecessor) {
+  Params p = numbered_labels(1);
+  Harness h(p);
+  h.builder.add(0, {0.9f});
+  h.builder.add(2, {0.1f});  // would close the event, but segment 1 is unknown
+  h.builder.add(3, {0.1f});
+  EXPECT_EQ(h.builder.pending(), 2u);
+  EXPECT_TRUE(h.events.empty());
+  h.builder.add(1, {0.7f});
+  EXPECT_EQ(h.builder.pending(), 0u);
+  EXPECT_EQ(h.events, (std::vector<Event>{{0.0, 2.0, "label0", 0.9f}}));
+  h.builder.finish(4, 4.0);
+  EXPECT_EQ(h.events.size(), 1u);
+}
+
+TEST(EventBuilderTest, ShuffledArrivalsGiveTheSameEventsAsInOrderArrivals) {
+  std::mt19937 rng(20240611);
+  Params p = numbered_labels(16);
+  p.segment_seconds = 1.0;
+  p.hop_seconds = 0.5;
+  const size_t kSegments = 1500;
+  const double duration = 0.5 * (kSegments - 1) + 0.7;  // last segment is the padded tail
+  const Scores scores = random_scores(kSegments, p.labels.size(), rng, 12);
+  const std::vector<Event> expected = expected_events(p, scores, duration);
+  ASSERT_GT(expected.size(), 500u) << "the scores should make plenty of events";
+
+  EXPECT_EQ(run(p, scores, in_order(kSegments), duration), expected);
+  for (int trial = 0; trial < 6; ++trial) {
+    std::vector<uint64_t> order = in_order(kSegments);
+    std::shuffle(order.begin(), order.end(), rng);
+    EXPECT_EQ(run(p, scores, order, duration), expected) << "permutation " << trial;
+  }
+}
+
+TEST(EventBuilderTest, EmittedEventsAreStrictlyOrderedByStartThenLabel) {
+  std::mt19937 rng(7);
+  Params p = numbered_labels(8);
+  const Scores scores = random_scores(1200, p.labels.size(), rng, 30);
+  std::vector<uint64_t> order = in_order(scores.size());
+  std::shuffle(order.begin(), order.end(), rng);
+  const std::vector<Event> events = run(p, scores, order, 1200.0);
+  ASSERT_GT(events.size(), 100u);
+  for (size_t k = 1; k < events.size(); ++k) {
+    EXPECT_LT(std::tie(events[k - 1].start, events[k - 1].label),
+              std::tie(events[k].start, events[k].label))  // "labelN" sort like N for N < 10
+        << "at event " << k;
+  }
+}
+
+TEST(EventBuilderTest, PendingSegmentsStayWithinTheReorderWindow) {
+  std::mt19937 rng(99);
+  Params p = numbered_labels(4);
+  const size_t kSegments = 5000, kWindow = 16;
+  const Scores scores = random_scores(kSegments, p.labels.size(), rng, 5);
+  std::vector<uint64_t> order = in_order(kSegments);
+  for (size_t b = 0; b < kSegments; b += kWindow) {  // out of order only inside each window
+    std::shuffle(order.begin() + b, order.begin() + std::min(b + kWindow, kSegments), rng);
+  }
+  Harness h(p);
+  size_t most_pending = 0;
+  for (uint64_t i : order) {
+    h.builder.add(i, scores[i]);
+    most_pending = std::max(most_pending, h.builder.pending());
+  }
+  EXPECT_LT(most_pending, kWindow);
+  EXPECT_EQ(h.builder.pending(), 0u);
+  h.builder.finish(kSegments, static_cast<double>(kSegments));
+  EXPECT_EQ(h.events, expected_events(p, scores, kSegments));
+}
+
+// The closed backlog is private; what shows it stays empty is that every event
+// that can be final is already out after each add().
+TEST(EventBuilderTest, ClosedEventsDoNotPileUpWhenNothingEarlierIsOpen) {
+  Params p = numbered_labels(3);
+  Harness h(p);
+  const uint64_t kSegments = 30000;
+  for (uint64_t i = 0; i < kSegments; ++i) {
+    std::vector<float> scores(3, 0.0f);
+    scores[i % 3] = 0.9f;  // one label at a time, changing every segment
+    h.builder.add(i, scores);
+    // Segment i closed the one-segment event of segment i - 1.
+    ASSERT_EQ(h.events.size(), i) << "after segment " << i;
+  }
+  h.builder.finish(kSegments, static_cast<double>(kSegments));
+  EXPECT_EQ(h.events.size(), kSegments);
+}
+
+TEST(EventBuilderTest, AddingTheSameIndexTwiceIsALogicError) {
+  Params p = numbered_labels(1);
+  Harness h(p);
+  h.builder.add(0, {0.9f});
+  h.builder.add(5, {0.9f});
+  EXPECT_THROW(h.builder.add(0, {0.9f}), std::logic_error);  // already folded
+  EXPECT_THROW(h.builder.add(5, {0.9f}), std::logic_error);  // still waiting
+  EXPECT_EQ(h.builder.pending(), 1u);
+}
+
+TEST(EventBuilderTest, AWrongNumberOfScoresIsAnInvalidArgumentAndChangesNothing) {
+  Params p = numbered_labels(2);
+  Harness h(p);
+  EXPECT_THROW(h.builder.add(0, {0.9f}), std::invalid_argument);
+  EXPECT_THROW(h.builder.add(0, {0.9f, 0.9f, 0.9f}), std::invalid_argument);
+  h.builder.add(0, {0.9f, 0.0f});  // index 0 is still free
+  h.builder.finish(1, 1.0);
+  EXPECT_EQ(h.events, (std::vector<Event>{{0.0, 1.0, "label0", 0.9f}}));
+}
+
+TEST(EventBuilderTest, MismatchedThresholdsOrNonPositiveLengthsAreInvalidArguments) {
+  const auto make = [](std::vector<float> thresholds, double segment, double hop) {
+    EventBuilder({"a", "b"}, std::move(thresholds), segment, hop, [](const Event&) {});
+  };
+  EXPECT_THROW(make({0.5f}, 1.0, 0.5), std::invalid_argument);
+  EXPECT_THROW(make({0.5f, 0.5f}, 0.0, 0.5), std::invalid_argument);
+  EXPECT_THROW(make({0.5f, 0.5f}, 1.0, 0.0), std::invalid_argument);
+  EXPECT_NO_THROW(make({0.5f, 0.5f}, 1.0, 0.5));
+}
+
+TEST(EventBuilderTest, FinishingWithAMissingSegmentNamesIt) {
+  Params p = numbered_labels(1);
+  Harness h(p);
+  for (uint64_t i : {0, 1, 2, 4, 5}) h.builder.add(i, {0.9f});
+  try {
+    h.builder.finish(6, 6.0);
+    FAIL() << "finish must refuse a missing segment";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("segment 3 "), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(h.events.empty());
+}
+
+TEST(EventBuilderTest, FinishingBelowAnAddedIndexIsALogicError) {
+  Params p = numbered_labels(1);
+  Harness folded(p);
+  for (uint64_t i = 0; i < 4; ++i) folded.builder.add(i, {0.9f});
+  EXPECT_THROW(folded.builder.finish(3, 3.0), std::logic_error);
+
+  Harness waiting(p);
+  for (uint64_t i : {0, 1, 2, 7}) waiting.builder.add(i, {0.9f});
+  EXPECT_THROW(waiting.builder.finish(3, 3.0), std::logic_error);
+  EXPECT_TRUE(waiting.events.empty());
+}
+
+TEST(EventBuilderTest, AddOrFinishAfterFinishIsALogicError) {
+  Params p = numbered_labels(1);
+  Harness h(p);
+  h.builder.add(0, {0.9f});
+  h.builder.finish(1, 1.0);
+  EXPECT_THROW(h.builder.add(1, {0.9f}), std::logic_error);
+  EXPECT_THROW(h.builder.finish(1, 1.0), std::logic_error);
+  EXPECT_EQ(h.events.size(), 1u);
+}
+
+TEST(EventBuilderTest, ZeroSegmentsFinishCleanlyButOneMissingSegmentDoesNot) {
+  Params p = numbered_labels(2);
+  Harness empty(p);
+  EXPECT_NO_THROW(empty.builder.finish(0, 0.0));
+  EXPECT_TRUE(empty.events.empty());
+  Harness missing(p);
+  EXPECT_THROW(missing.builder.finish(1, 1.0), std::logic_error);
+}
+
+}  // namespace
+}  // namespace corepool
