@@ -1,0 +1,102 @@
+// Shared helpers of the engine tests: a temp dir that cleans up after itself,
+// running a real child process with captured output and rusage, reading files.
+#pragma once
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace corepool::testing {
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/corepool-test-XXXXXX";
+    if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  for (std::string line; std::getline(ss, line);) {
+    if (!line.empty()) out.push_back(line);
+  }
+  return out;
+}
+
+struct ProcessResult {
+  int exit_code = -1;   // -signal if killed by a signal
+  std::string out;
+  std::string err;
+  long max_rss_kb = 0;  // peak resident set of the child
+};
+
+// Runs argv[0] with the given arguments; stdout and stderr go through files so
+// that a chatty child can never block on a full pipe.
+inline ProcessResult run_process(const std::vector<std::string>& argv, const std::string& scratch_dir) {
+  const std::string out_path = scratch_dir + "/.stdout", err_path = scratch_dir + "/.stderr";
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  struct rusage usage {};
+  ::wait4(pid, &status, 0, &usage);
+  ProcessResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  r.out = read_file(out_path);
+  r.err = read_file(err_path);
+  r.max_rss_kb = usage.ru_maxrss;
+  std::filesystem::remove(out_path);
+  std::filesystem::remove(err_path);
+  return r;
+}
+
+// Resident set size of this process in kB (VmRSS).
+inline long current_rss_kb() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return -1;
+}
+
+}  // namespace corepool::testing

@@ -1,0 +1,160 @@
+// Thread mode: N engine threads give the same scores as one, share one copy of
+// the weights, apply backpressure, and turn bad segments and bad models into
+// errors instead of crashes.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/engine/test_support.h"
+#include "worker/engine.h"
+#include "worker/thread_executor.h"
+
+namespace corepool {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<float> segment_for(const ModelConfig& cfg, uint64_t index) {
+  std::vector<float> v(cfg.segment_samples());
+  uint32_t x = static_cast<uint32_t>(index * 2654435761u + 17);
+  for (size_t i = 0; i < v.size(); ++i) {
+    x = x * 1664525u + 1013904223u;
+    const float noise = static_cast<float>((x >> 8) * (1.0 / 16777216.0) - 0.5);
+    v[i] = 0.3f * noise * static_cast<float>(index % 5) + 0.2f * std::sin(0.01f * i * (index % 7 + 1));
+  }
+  return v;
+}
+
+// Runs `count` segments through a ThreadExecutor and returns scores by index.
+std::map<uint64_t, std::vector<float>> run_segments(std::shared_ptr<const LoadedModel> model, int threads,
+                                                    int max_batch, uint64_t count) {
+  std::mutex mu;
+  std::map<uint64_t, std::vector<float>> scores;
+  {
+    ThreadExecutor ex(model, {threads, max_batch, 0, {}}, [&](SegmentResult&& r) {
+      std::lock_guard<std::mutex> lock(mu);
+      EXPECT_TRUE(r.error.empty()) << r.error;
+      EXPECT_TRUE(scores.emplace(r.index, std::move(r.scores)).second) << "index " << r.index << " twice";
+    });
+    for (uint64_t i = 0; i < count; ++i) ex.submit({0, i, segment_for(model->config, i)});
+    ex.wait_idle();
+  }
+  return scores;
+}
+
+TEST(ThreadModeTest, FourThreadsGiveTheScoresOfOneThread) {
+  auto model = load_model(COREPOOL_DEFAULT_MODEL);
+  const auto one = run_segments(model, 1, 1, 120);
+  const auto four = run_segments(model, 4, 3, 120);
+  ASSERT_EQ(one.size(), 120u);
+  ASSERT_EQ(four.size(), 120u);
+  for (const auto& [index, s] : one) {
+    const auto& t = four.at(index);
+    ASSERT_EQ(s.size(), t.size());
+    for (size_t k = 0; k < s.size(); ++k) EXPECT_NEAR(s[k], t[k], 1e-5) << "segment " << index;
+  }
+}
+
+TEST(ThreadModeTest, EngineThreadsShareOneCopyOfTheWeights) {
+  testing::TempDir dir;
+  // ~53 MB of weights: a copy per thread would add that much per thread.
+  auto gen = testing::run_process({COREPOOL_GEN_MODEL_BIN, "--out", dir.path(), "--width", "8", "--hidden", "200000"},
+                                  dir.path());
+  ASSERT_EQ(gen.exit_code, 0) << gen.err;
+  auto model = load_model(dir.path());
+  ASSERT_GT(model->weight_bytes, 50u << 20);
+  run_segments(model, 1, 1, 4);  // first-touch of code pages and allocator arenas
+  const long before = testing::current_rss_kb();
+  std::mutex mu;
+  std::condition_variable cv;
+  int done = 0;
+  {
+    ThreadExecutor ex(model, {4, 1, 0, {}}, [&](SegmentResult&& r) {
+      EXPECT_TRUE(r.error.empty()) << r.error;
+      std::lock_guard<std::mutex> lock(mu);
+      ++done;
+      cv.notify_all();
+    });
+    for (uint64_t i = 0; i < 16; ++i) ex.submit({0, i, segment_for(model->config, i)});
+    ex.wait_idle();
+    const long during = testing::current_rss_kb();
+    const long growth_kb = during - before;
+    // Four private copies would add 3-4x the weights; activations are a few MB.
+    EXPECT_LT(growth_kb * 1024, static_cast<long>(model->weight_bytes) / 2)
+        << "RSS grew by " << growth_kb / 1024 << " MB for 4 threads over "
+        << model->weight_bytes / (1 << 20) << " MB of weights";
+  }
+  EXPECT_EQ(done, 16);
+}
+
+TEST(ThreadModeTest, SubmitBlocksWhenTheQueueIsFull) {
+  auto model = load_model(COREPOOL_DEFAULT_MODEL);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::atomic<int> submitted{0};
+  ThreadExecutor ex(model, {1, 1, 2, {}}, [&](SegmentResult&&) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return release; });  // hold the only engine thread
+  });
+  std::thread producer([&] {
+    for (uint64_t i = 0; i < 5; ++i) {
+      ex.submit({0, i, segment_for(model->config, i)});
+      ++submitted;
+      cv.notify_all();
+    }
+  });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return submitted >= 2; }));
+    // Depth 2: the third submit must not return while nothing completes.
+    EXPECT_FALSE(cv.wait_for(lock, std::chrono::milliseconds(300), [&] { return submitted > 2; }));
+    release = true;
+  }
+  cv.notify_all();
+  producer.join();
+  ex.wait_idle();
+  EXPECT_EQ(submitted, 5);
+}
+
+TEST(ThreadModeTest, AMisshapenSegmentFailsAloneAndTheOthersSucceed) {
+  auto model = load_model(COREPOOL_DEFAULT_MODEL);
+  std::mutex mu;
+  std::map<uint64_t, std::string> errors;
+  int ok = 0;
+  {
+    ThreadExecutor ex(model, {2, 4, 0, {}}, [&](SegmentResult&& r) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (r.error.empty()) ++ok;
+      else errors[r.index] = r.error;
+    });
+    for (uint64_t i = 0; i < 8; ++i) {
+      std::vector<float> s = segment_for(model->config, i);
+      if (i == 5) s.resize(100);
+      ex.submit({0, i, std::move(s)});
+    }
+    ex.wait_idle();
+  }
+  EXPECT_EQ(ok, 7);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_THAT(errors[5], HasSubstr("100 samples"));
+}
+
+TEST(ThreadModeTest, AModelWithTheWrongOutputShapeFailsAtStartup) {
+  testing::TempDir dir;
+  std::filesystem::copy_file(std::string(COREPOOL_DEFAULT_MODEL) + "/model.pt", dir / "model.pt");
+  ModelConfig cfg = load_model_config(std::string(COREPOOL_DEFAULT_MODEL) + "/model.toml");
+  cfg.labels.push_back("extra");
+  cfg.thresholds.push_back(0.5f);
+  std::ofstream(dir / "model.toml") << to_toml(cfg);
+  auto model = load_model(dir.path());
+  EXPECT_THROW(ThreadExecutor(model, {2, 1, 0, {}}, [](SegmentResult&&) {}), ModelError);
+}
+
+}  // namespace
+}  // namespace corepool

@@ -1,0 +1,56 @@
+// OpenBLAS keeps its own thread pool next to OpenMP's: we reach its setter
+// through dlsym so that the build does not depend on which BLAS is installed.
+#include "worker/runtime.h"
+
+#include <dlfcn.h>
+
+#include <ATen/Parallel.h>
+#include <spdlog/spdlog.h>
+
+namespace corepool {
+namespace {
+
+void set_openblas_threads(int n) {
+  using SetFn = void (*)(int);
+  if (auto fn = reinterpret_cast<SetFn>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(n);
+}
+
+int openblas_threads() {
+  using GetFn = int (*)();
+  auto fn = reinterpret_cast<GetFn>(::dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  return fn ? fn() : -1;
+}
+
+}  // namespace
+
+bool configure_runtime_threads(const RuntimeThreads& threads) {
+  bool ok = true;
+  at::set_num_threads(threads.intra_op);  // also omp_set_num_threads under OpenMP
+  set_openblas_threads(threads.intra_op);
+  // Reading the inter-op count creates the pool, after which it can no longer
+  // be set: so set it first and only once per process.
+  static int applied_inter_op = 0;
+  if (applied_inter_op == 0) {
+    try {
+      at::set_num_interop_threads(threads.inter_op);
+      applied_inter_op = threads.inter_op;
+    } catch (const c10::Error& e) {
+      spdlog::warn("inter-op threads could not be set to {}: {}", threads.inter_op,
+                   e.what_without_backtrace());
+      ok = false;
+    }
+  } else if (applied_inter_op != threads.inter_op) {
+    spdlog::warn("inter-op threads stay at {} (asked for {}): set once per process",
+                 applied_inter_op, threads.inter_op);
+    ok = false;
+  }
+  return ok;
+}
+
+std::string describe_runtime_threads() {
+  return "intra-op threads " + std::to_string(at::get_num_threads()) + ", inter-op threads " +
+         std::to_string(at::get_num_interop_threads()) + ", OpenBLAS threads " +
+         std::to_string(openblas_threads());
+}
+
+}  // namespace corepool

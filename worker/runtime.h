@@ -1,0 +1,23 @@
+// Process-wide LibTorch / BLAS / OpenMP thread settings. They are global to the
+// process and must be set once, before the first LibTorch op (and, in process
+// mode, by each child after fork). Called by main() and by workers.
+#pragma once
+
+#include <string>
+
+namespace corepool {
+
+struct RuntimeThreads {
+  int intra_op = 1;  // at::set_num_threads; also OpenMP and OpenBLAS
+  int inter_op = 1;  // at::set_num_interop_threads
+};
+
+// Applies the settings. Safe to call more than once; the inter-op count can only
+// be set before the first inter-op use, so later different values are ignored
+// with a warning. Returns false if a setting could not be applied.
+bool configure_runtime_threads(const RuntimeThreads& threads);
+
+// What the runtime reports now (at::get_num_threads etc.), as one log line.
+std::string describe_runtime_threads();
+
+}  // namespace corepool

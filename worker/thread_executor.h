@@ -1,0 +1,68 @@
+// Thread mode: N engine threads inside this process, each pinned to one usable
+// cpu, all sharing ONE set of weights (one LoadedModel). A bounded queue feeds
+// them; each thread takes up to max_batch segments per forward(). Owned by the
+// command that runs it; the destructor drains the queue and joins the threads.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "worker/executor.h"
+#include "worker/model.h"
+
+namespace corepool {
+
+struct ThreadExecutorOptions {
+  int threads = 1;
+  int max_batch = 4;
+  int queue_depth = 0;     // segments queued or running; 0 = 4 * threads * max_batch
+  std::vector<int> cpus;   // pin thread i to cpus[i % size]; empty = no pinning
+};
+
+class ThreadExecutor final : public Executor {
+ public:
+  // Starts the threads; each builds its Engine and checks the model's output
+  // shape first. Throws ModelError if that check fails.
+  ThreadExecutor(std::shared_ptr<const LoadedModel> model, ThreadExecutorOptions options,
+                 Completion on_complete);
+  ~ThreadExecutor() override;
+
+  void submit(SegmentTask task) override;
+  void wait_idle() override;
+  int workers() const override { return options_.threads; }
+
+  // Segments per forward() so far, for the batch-size histogram in bench output.
+  double mean_batch() const;
+
+ private:
+  void run(int slot);
+  std::vector<SegmentTask> take_batch();
+  void finish_batch(size_t n);
+  void reject_misshapen(std::vector<SegmentTask>& batch);
+
+  std::shared_ptr<const LoadedModel> model_;
+  ThreadExecutorOptions options_;
+  Completion on_complete_;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_ready_;   // queue non-empty or stopping
+  std::condition_variable space_ready_;  // in_flight_ dropped below depth
+  std::condition_variable idle_;         // in_flight_ reached 0
+  std::deque<SegmentTask> queue_;
+  size_t in_flight_ = 0;                 // queued + running
+  size_t depth_ = 0;
+  bool stopping_ = false;
+  uint64_t batches_ = 0;
+  uint64_t segments_ = 0;
+
+  std::exception_ptr startup_error_;
+  int started_ = 0;
+  std::condition_variable started_cv_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace corepool
