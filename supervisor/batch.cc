@@ -1,0 +1,251 @@
+// The batch driver. The calling thread reads and segments one file after the
+// other and submits segments (blocking when the executor's queue is full);
+// results come back on engine threads through on_complete(), which folds them
+// into the file's EventBuilder under one mutex and finishes the file when its
+// last segment is in. Files overlap, so no core idles at a file boundary.
+#include "supervisor/batch.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+
+#include "supervisor/inputs.h"
+#include "supervisor/progress.h"
+#include "supervisor/result_file.h"
+#include "worker/audio_stream.h"
+#include "worker/events.h"
+#include "worker/segmenter.h"
+
+namespace corepool {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+double rounded(double v, double scale) { return std::round(v * scale) / scale; }
+
+struct FileJob {
+  BatchInput input;
+  std::unique_ptr<ResultFile> out;  // null when writing to stdout
+  std::unique_ptr<EventBuilder> events;
+  uint64_t submitted = 0;
+  uint64_t completed = 0;
+  uint64_t total_segments = 0;
+  double duration = 0;
+  size_t event_count = 0;
+  bool reading_done = false;
+  std::string error;  // non-empty: the file failed
+  Clock::time_point started = Clock::now();
+};
+
+class BatchRun {
+ public:
+  BatchRun(const BatchOptions& options, const ModelConfig& model, Progress& progress)
+      : options_(options), model_(model), progress_(progress) {}
+
+  void process(const BatchInput& input, Executor& executor);
+  void on_complete(SegmentResult&& r);
+  void fail_input(const std::string& message);
+  BatchStats& stats() { return stats_; }
+
+ private:
+  uint64_t open_job(const BatchInput& input);
+  void write(FileJob& job, json line);
+  void submit(uint64_t id, Segment& segment, Executor& executor);
+  void end_reading(uint64_t id, uint64_t total, double duration, const std::string& error);
+  void maybe_finish(uint64_t id);  // requires mu_
+  void finish_ok(FileJob& job);    // requires mu_
+
+  const BatchOptions& options_;
+  const ModelConfig& model_;
+  Progress& progress_;
+  std::mutex mu_;
+  std::map<uint64_t, FileJob> jobs_;
+  uint64_t next_id_ = 0;
+  BatchStats stats_;
+};
+
+void BatchRun::write(FileJob& job, json line) {
+  line["file"] = job.input.relative;
+  if (job.out) {
+    job.out->write_line(line);
+  } else {
+    std::printf("%s\n", line.dump().c_str());
+  }
+}
+
+uint64_t BatchRun::open_job(const BatchInput& input) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t id = next_id_++;
+  FileJob& job = jobs_[id];
+  job.input = input;
+  if (options_.out_dir != "-") {
+    job.out = std::make_unique<ResultFile>(options_.out_dir + "/" + input.relative + ".jsonl");
+  }
+  job.events = std::make_unique<EventBuilder>(
+      model_.labels, model_.thresholds, model_.segment_seconds, model_.hop_seconds,
+      [this, &job](const Event& e) {
+        ++job.event_count;
+        write(job, {{"start", rounded(e.start, 1e3)}, {"end", rounded(e.end, 1e3)},
+                    {"label", e.label}, {"score", rounded(e.score, 1e4)}});
+      });
+  return id;
+}
+
+void BatchRun::submit(uint64_t id, Segment& segment, Executor& executor) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++jobs_[id].submitted;
+  }
+  executor.submit({id, segment.index, std::move(segment.samples)});
+}
+
+void BatchRun::process(const BatchInput& input, Executor& executor) {
+  uint64_t id = 0;
+  try {
+    AudioStream stream(input.path, model_.sample_rate);  // validates before any output exists
+    id = open_job(input);
+    Segmenter segmenter(model_.segment_samples(), model_.hop_samples());
+    std::vector<float> block;
+    Segment segment;
+    std::string error;
+    try {
+      while (stream.read(block)) {
+        segmenter.push(block.data(), block.size());
+        progress_.add_audio_seconds(static_cast<double>(block.size()) / model_.sample_rate);
+        block.clear();
+        while (segmenter.next(segment)) submit(id, segment, executor);
+      }
+      while (segmenter.finish(segment)) submit(id, segment, executor);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    end_reading(id, segmenter.segments_emitted(),
+                static_cast<double>(segmenter.samples_pushed()) / model_.sample_rate, error);
+  } catch (const std::exception& e) {  // validation or result-file creation failed
+    fail_input(e.what());
+  }
+}
+
+void BatchRun::end_reading(uint64_t id, uint64_t total, double duration, const std::string& error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  FileJob& job = jobs_[id];
+  job.reading_done = true;
+  job.total_segments = total;
+  job.duration = duration;
+  if (job.error.empty()) job.error = error;
+  maybe_finish(id);
+}
+
+void BatchRun::on_complete(SegmentResult&& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(r.stream);
+  if (it == jobs_.end()) return;  // late duplicate of a finished file
+  FileJob& job = it->second;
+  ++job.completed;
+  progress_.add_segments(1);
+  if (job.error.empty() && !r.error.empty()) {
+    job.error = job.input.path + ": segment " + std::to_string(r.index) + ": " + r.error;
+  }
+  if (job.error.empty()) {
+    try {
+      job.events->add(r.index, r.scores);
+    } catch (const std::exception& e) {
+      job.error = job.input.path + ": " + e.what();
+    }
+  }
+  maybe_finish(r.stream);
+}
+
+void BatchRun::maybe_finish(uint64_t id) {
+  FileJob& job = jobs_[id];
+  if (!job.reading_done || job.completed < job.submitted) return;
+  if (job.error.empty()) {
+    try {
+      finish_ok(job);
+    } catch (const std::exception& e) {
+      job.error = job.input.path + ": " + e.what();
+    }
+  }
+  if (!job.error.empty()) {
+    if (job.out) job.out->abandon();
+    progress_.print_line("error: " + job.error);
+    ++stats_.files_failed;
+  }
+  progress_.file_done();
+  jobs_.erase(id);
+}
+
+void BatchRun::finish_ok(FileJob& job) {
+  job.events->finish(job.total_segments, job.duration);
+  const double wall = std::chrono::duration<double>(Clock::now() - job.started).count();
+  write(job, {{"summary",
+               {{"duration", rounded(job.duration, 1e3)},
+                {"segments", job.total_segments},
+                {"events", job.event_count},
+                {"wall_seconds", rounded(wall, 1e3)},
+                {"x_realtime", rounded(wall > 0 ? job.duration / wall : 0.0, 1e1)}}}});
+  if (job.out) job.out->commit();
+  ++stats_.files_ok;
+  stats_.segments += job.total_segments;
+  stats_.audio_seconds += job.duration;
+}
+
+void BatchRun::fail_input(const std::string& message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  progress_.print_line("error: " + message);
+  ++stats_.files_failed;
+  progress_.file_done();
+}
+
+double total_audio_seconds(const std::vector<BatchInput>& inputs) {
+  double total = 0;
+  for (const auto& in : inputs) {
+    try {
+      total += validate_audio(in.path).duration_seconds();
+    } catch (const AudioError&) {
+      // reported when the file's turn comes
+    }
+  }
+  return total;
+}
+
+}  // namespace
+
+BatchStats run_batch(const BatchOptions& options, const ModelConfig& model,
+                     const ExecutorFactory& make_executor) {
+  const auto start = Clock::now();
+  InputList list = expand_inputs(options.paths);
+  if (options.out_dir != "-") sweep_stale_temp_files(options.out_dir);
+  std::vector<BatchInput> todo;
+  size_t skipped = 0;
+  for (const auto& in : list.inputs) {
+    const std::string out = options.out_dir + "/" + in.relative + ".jsonl";
+    if (!options.force && options.out_dir != "-" && result_is_complete(out)) {
+      ++skipped;
+      continue;
+    }
+    todo.push_back(in);
+  }
+  Progress progress(options.progress, todo.size(),
+                    options.progress ? total_audio_seconds(todo) : 0.0);
+  BatchRun run(options, model, progress);
+  for (const auto& e : list.errors) run.fail_input(e);
+  {
+    std::unique_ptr<Executor> executor =
+        make_executor([&run](SegmentResult&& r) { run.on_complete(std::move(r)); });
+    for (const auto& in : todo) run.process(in, *executor);
+    executor->wait_idle();
+  }
+  BatchStats stats = run.stats();
+  stats.files_skipped = skipped;
+  stats.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return stats;
+}
+
+}  // namespace corepool

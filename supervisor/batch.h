@@ -1,0 +1,40 @@
+// `corepool batch`: every input file goes through validation -> features ->
+// inference -> post-processing, and gets one JSON Lines result (events ordered
+// by time, then a summary line), written atomically. The executor (thread mode
+// now, process mode later) is created by the caller's factory.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/model_config.h"
+#include "worker/executor.h"
+
+namespace corepool {
+
+struct BatchOptions {
+  std::vector<std::string> paths;  // files, directories, glob patterns
+  std::string out_dir = "corepool-out";  // "-" writes every line to stdout
+  bool force = false;              // redo inputs whose result is complete
+  bool progress = false;           // draw the progress bar on stderr
+};
+
+struct BatchStats {
+  size_t files_ok = 0;
+  size_t files_failed = 0;   // including arguments that named no file
+  size_t files_skipped = 0;  // result already complete
+  uint64_t segments = 0;
+  double audio_seconds = 0;
+  double wall_seconds = 0;
+  int exit_code() const { return files_failed > 0 ? 1 : 0; }
+};
+
+using ExecutorFactory = std::function<std::unique_ptr<Executor>(Executor::Completion)>;
+
+// Errors (one line each, naming the file) go to stderr; the run goes on.
+BatchStats run_batch(const BatchOptions& options, const ModelConfig& model,
+                     const ExecutorFactory& make_executor);
+
+}  // namespace corepool

@@ -1,0 +1,29 @@
+// Turns the PATH arguments of `corepool batch` (files, directories searched
+// recursively for audio extensions, or glob patterns) into a sorted list of
+// inputs, each with the output name it gets under --out.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace corepool {
+
+struct BatchInput {
+  std::string path;      // as opened
+  std::string relative;  // output key: path under the directory argument, or the file name
+};
+
+struct InputList {
+  std::vector<BatchInput> inputs;
+  std::vector<std::string> errors;  // one line each: "<arg>: no such file or directory", ...
+};
+
+// Audio extensions picked up when walking a directory (case-insensitive).
+bool has_audio_extension(const std::string& path);
+
+// Directories are walked in sorted order; files named directly are taken
+// whatever their extension (validation decides). Two inputs that would write
+// the same output get an error for the second one.
+InputList expand_inputs(const std::vector<std::string>& args);
+
+}  // namespace corepool

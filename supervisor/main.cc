@@ -1,0 +1,172 @@
+// corepool: one binary, several subcommands. main() reads like a startup
+// script: parse flags, load config, set up logging, fix LibTorch's thread counts
+// before the first op, log the host facts, run the command.
+// Exit codes (a contract, see README): 0 ok, 1 some inputs failed, 2 usage or
+// config error, 3 model error, 4 internal error.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <torch/version.h>
+
+#include "config/config.h"
+#include "supervisor/batch.h"
+#include "supervisor/bench.h"
+#include "supervisor/startup_report.h"
+#include "worker/cpus.h"
+#include "worker/model.h"
+#include "worker/runtime.h"
+#include "worker/thread_executor.h"
+
+namespace {
+
+enum ExitCode { kOk = 0, kInputsFailed = 1, kUsage = 2, kModelError = 3, kInternal = 4 };
+
+struct Cli {
+  std::string config_path;
+  std::string log_level;
+  std::string model_dir;
+  std::string mode;
+  int workers = -1;
+  int max_batch = 0;
+  int intra = 0;
+  std::string out_dir;
+  bool force = false;
+  bool no_progress = false;
+  std::vector<std::string> paths;
+  corepool::BenchOptions bench;
+};
+
+void setup_logging(const std::string& level) {
+  auto logger = spdlog::stderr_color_mt("corepool");
+  logger->set_pattern("%^[%L]%$ %v");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(level));
+}
+
+// The bundled model: ./models/default when run from the source tree, else the installed copy.
+std::string resolve_model_dir(const std::string& dir) {
+  if (dir != "models/default" || std::filesystem::exists(dir)) return dir;
+  return COREPOOL_DEFAULT_MODEL_DIR;
+}
+
+corepool::Config effective_config(const Cli& cli) {
+  corepool::Config cfg = cli.config_path.empty() ? corepool::Config{} : corepool::load_config(cli.config_path);
+  if (!cli.log_level.empty()) cfg.log_level = cli.log_level;
+  if (!cli.model_dir.empty()) cfg.model_dir = cli.model_dir;
+  if (!cli.mode.empty()) cfg.mode = cli.mode;
+  if (cli.workers >= 0) cfg.workers = cli.workers;
+  if (cli.max_batch > 0) cfg.max_batch = cli.max_batch;
+  if (cli.intra > 0) cfg.intra_op_threads = cli.intra;
+  if (!cli.out_dir.empty()) cfg.out_dir = cli.out_dir;
+  if (cli.force) cfg.force = true;
+  cfg.model_dir = resolve_model_dir(cfg.model_dir);
+  return cfg;
+}
+
+int run_batch_command(const corepool::Config& cfg, const Cli& cli) {
+  if (cfg.mode != "thread") {
+    spdlog::error("--mode {}: only thread mode is built so far; process mode arrives with the "
+                  "shared-memory workers", cfg.mode);
+    return kUsage;
+  }
+  auto model = corepool::load_model(cfg.model_dir);
+  const corepool::CpuBudget budget = corepool::usable_cpus();
+  corepool::ThreadExecutorOptions opts;
+  opts.threads = cfg.workers > 0 ? cfg.workers : budget.usable;
+  opts.max_batch = cfg.max_batch;
+  opts.queue_depth = cfg.queue_depth;
+  if (cfg.pin_threads) opts.cpus = budget.allowed;
+  spdlog::info("model {} ({} labels, {:.1f} MB of weights), thread mode, {} engine thread(s)",
+               cfg.model_dir, model->config.labels.size(), model->weight_bytes / 1e6, opts.threads);
+
+  corepool::BatchOptions batch;
+  batch.paths = cli.paths;
+  batch.out_dir = cfg.out_dir;
+  batch.force = cfg.force;
+  batch.progress = !cli.no_progress && ::isatty(STDERR_FILENO);
+  const corepool::BatchStats stats = corepool::run_batch(batch, model->config, [&](auto done) {
+    return std::make_unique<corepool::ThreadExecutor>(model, opts, std::move(done));
+  });
+  if (stats.files_skipped > 0) {
+    spdlog::info("skipped {} file(s) whose result is already complete (--force redoes them)",
+                 stats.files_skipped);
+  }
+  spdlog::info("{} file(s) done, {} failed, {:.1f} s of audio in {:.2f} s ({:.1f}x real time)",
+               stats.files_ok, stats.files_failed, stats.audio_seconds, stats.wall_seconds,
+               stats.wall_seconds > 0 ? stats.audio_seconds / stats.wall_seconds : 0.0);
+  return stats.exit_code() == 0 ? kOk : kInputsFailed;
+}
+
+void add_engine_flags(CLI::App* cmd, Cli& cli) {
+  cmd->add_option("--model", cli.model_dir, "model directory (model.pt + model.toml)");
+  cmd->add_option("--workers", cli.workers, "engine threads / workers; 0 = usable cpus")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("--max-batch", cli.max_batch, "segments per forward()")->check(CLI::Range(1, 1024));
+  cmd->add_option("--intra-op-threads", cli.intra, "LibTorch intra-op threads (1 = pool off)")
+      ->check(CLI::Range(1, 1024));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"corepool: LibTorch audio inference on every core"};
+  app.require_subcommand(1);
+  Cli cli;
+  app.add_option("--config", cli.config_path, "TOML config file (see config/corepool.toml)");
+  app.add_option("--log-level", cli.log_level, "trace|debug|info|warn|error|off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+
+  auto* batch = app.add_subcommand("batch", "tag audio files: one JSON Lines result per input");
+  add_engine_flags(batch, cli);
+  batch->add_option("--out", cli.out_dir, "output directory, or - for stdout");
+  batch->add_option("--mode", cli.mode, "thread | process")->check(CLI::IsMember({"thread", "process"}));
+  batch->add_flag("--force", cli.force, "redo inputs whose result is already complete");
+  batch->add_flag("--no-progress", cli.no_progress, "never draw the progress bar");
+  batch->add_option("paths", cli.paths, "files, directories or glob patterns")->required();
+
+  auto* bench = app.add_subcommand("bench", "thread mode vs the bare forward() ceiling");
+  add_engine_flags(bench, cli);
+  bench->add_option("--audio-seconds", cli.bench.audio_seconds, "length of the generated input")
+      ->check(CLI::Range(5.0, 36000.0));
+  bench->add_option("--repeats", cli.bench.repeats, "interleaved repetitions")->check(CLI::Range(1, 100));
+
+  app.add_subcommand("doctor", "print what limits inference speed on this host");
+  app.add_subcommand("version", "print versions");
+  CLI11_PARSE(app, argc, argv);
+
+  if (app.got_subcommand("version")) {
+    std::printf("corepool %s (LibTorch %s)\n", COREPOOL_VERSION, TORCH_VERSION);
+    return kOk;
+  }
+  corepool::Config cfg;
+  try {
+    cfg = effective_config(cli);
+  } catch (const corepool::ConfigError& e) {
+    std::fprintf(stderr, "corepool: config error: %s\n", e.what());
+    return kUsage;
+  }
+  setup_logging(cfg.log_level);
+  corepool::configure_runtime_threads({cfg.intra_op_threads, cfg.inter_op_threads});
+  if (app.got_subcommand("doctor")) return corepool::print_doctor_report() > 0 ? kInputsFailed : kOk;
+  corepool::log_host_facts();
+  try {
+    if (app.got_subcommand("batch")) return run_batch_command(cfg, cli);
+    cli.bench.model_dir = cfg.model_dir;
+    cli.bench.workers = cfg.workers;
+    cli.bench.max_batch = cfg.max_batch;
+    cli.bench.pin = cfg.pin_threads;
+    return corepool::run_bench(cli.bench);
+  } catch (const corepool::ModelError& e) {
+    spdlog::error("model error: {}", e.what());
+    return kModelError;
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return kInternal;
+  }
+}
