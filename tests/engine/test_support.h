@@ -7,6 +7,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <signal.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -88,6 +91,75 @@ inline ProcessResult run_process(const std::vector<std::string>& argv, const std
   std::filesystem::remove(out_path);
   std::filesystem::remove(err_path);
   return r;
+}
+
+// Starts argv in the background with stdout/stderr into files under
+// scratch_dir; returns the pid. Finish it with wait_process.
+inline pid_t spawn_process(const std::vector<std::string>& argv, const std::string& scratch_dir,
+                           const std::vector<std::string>& env = {}) {
+  const std::string out_path = scratch_dir + "/.bg_stdout", err_path = scratch_dir + "/.bg_stderr";
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    for (const auto& kv : env) ::putenv(const_cast<char*>(kv.c_str()));
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Waits for `pid` up to `timeout`; kills it (SIGKILL) if it is still running.
+// exit_code is -1000 on timeout.
+inline ProcessResult wait_process(pid_t pid, const std::string& scratch_dir, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  struct rusage usage {};
+  ProcessResult r;
+  for (;;) {
+    const pid_t done = ::wait4(pid, &status, WNOHANG, &usage);
+    if (done == pid) {
+      r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+      break;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::wait4(pid, &status, 0, &usage);
+      r.exit_code = -1000;
+      break;
+    }
+    ::usleep(5000);  // polling a child's exit; not synchronisation of the work itself
+  }
+  r.out = read_file(scratch_dir + "/.bg_stdout");
+  r.err = read_file(scratch_dir + "/.bg_stderr");
+  r.max_rss_kb = usage.ru_maxrss;
+  return r;
+}
+
+// Child pids of `pid` (from /proc/PID/task/*/children).
+inline std::vector<int> child_pids(int pid) {
+  std::vector<int> out;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::ifstream in(task.path() / "children");
+    for (int child; in >> child;) out.push_back(child);
+  }
+  return out;
+}
+
+// True while `pid` exists and is not a zombie.
+inline bool process_alive(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return false;
+  const auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
 }
 
 // Resident set size of this process in kB (VmRSS).

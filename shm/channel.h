@@ -1,0 +1,85 @@
+// The shared-memory channel between the supervisor and ONE worker process:
+// control words (state, heartbeat, stop), a request ring (supervisor -> worker),
+// a completion ring (worker -> supervisor) and the payload slab whose slots
+// carry PCM in and scores (or an error text) out. Plain data: it lives in a
+// Segment created by the supervisor before fork and is re-initialised for
+// each replacement worker after the previous one has been reaped.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <type_traits>
+
+#include "shm/ring.h"
+
+namespace corepool::shm {
+
+// Supervisor -> worker: run the segment in `slot` (samples floats of PCM).
+struct RequestDesc {
+  uint64_t request = 0;  // supervisor's request id (never reused)
+  uint32_t slot = 0;     // slab slot holding the input; the result goes there too
+  uint32_t samples = 0;  // floats of PCM at the start of the slot
+  uint32_t flags = 0;    // kRunAlone: a crash suspect, run it in a batch of its own
+  uint32_t reserved = 0;
+};
+
+constexpr uint32_t kRunAlone = 1;
+
+// Worker -> supervisor: the request in `slot` is done.
+struct CompletionDesc {
+  uint64_t request = 0;
+  uint32_t slot = 0;
+  int32_t status = 0;    // 0: `labels` floats of scores follow the PCM; else an error text
+};
+
+static_assert(std::is_trivially_copyable_v<RequestDesc>);
+static_assert(std::is_trivially_copyable_v<CompletionDesc>);
+
+enum class WorkerState : uint32_t { kEmpty = 0, kStarting = 1, kReady = 2, kStopping = 3 };
+
+constexpr uint32_t kRingSlots = 64;  // also the slab's slot count: a push never finds a full ring
+constexpr uint32_t kErrorTextBytes = 256;
+
+struct alignas(64) WorkerControl {
+  std::atomic<uint32_t> state{0};         // WorkerState, written by the worker
+  std::atomic<uint32_t> stop{0};          // written by the supervisor: finish and exit 0
+  std::atomic<int32_t> pid{0};
+  alignas(64) std::atomic<int64_t> heartbeat_ns{0};  // CLOCK_MONOTONIC, written by the worker
+  // The requests of the batch inside forward() right now, written by the worker
+  // before it starts and cleared after: if the worker crashes, these (and only
+  // these) are suspects of a poison input; the rest of its queue is innocent.
+  std::atomic<uint32_t> running_count{0};
+  std::atomic<uint64_t> running[64]{};
+};
+
+struct ChannelData {
+  WorkerControl control;
+  RingData<RequestDesc, kRingSlots> requests;
+  RingData<CompletionDesc, kRingSlots> completions;
+  // The slab follows at ChannelLayout::slab_offset.
+};
+
+static_assert(std::is_standard_layout_v<WorkerControl>);
+
+// Where things are in a channel segment for a model with `samples` floats per
+// segment and `labels` scores.
+struct ChannelLayout {
+  uint32_t slot_bytes = 0;
+  uint64_t slab_offset = 0;
+  uint64_t total_bytes = 0;
+  uint32_t result_offset = 0;  // within a slot: scores or error text start here
+
+  static ChannelLayout for_model(uint32_t samples, uint32_t labels) {
+    auto round64 = [](uint64_t v) { return (v + 63) / 64 * 64; };
+    ChannelLayout l;
+    l.result_offset = static_cast<uint32_t>(round64(uint64_t{samples} * sizeof(float)));
+    const uint64_t result_bytes = std::max<uint64_t>(uint64_t{labels} * sizeof(float), kErrorTextBytes);
+    l.slot_bytes = static_cast<uint32_t>(round64(l.result_offset + result_bytes));
+    l.slab_offset = round64(sizeof(ChannelData));
+    l.total_bytes = l.slab_offset + uint64_t{l.slot_bytes} * kRingSlots;
+    return l;
+  }
+};
+
+}  // namespace corepool::shm

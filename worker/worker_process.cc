@@ -1,0 +1,208 @@
+// A worker is single-threaded: it pops up to max_batch requests, runs them in
+// one forward(), writes scores into the same slab slots and pushes one
+// completion per request. Everything here runs in a freshly forked child, so
+// it touches nothing that another thread of the parent may have held locked at
+// fork time: no parent logger, no stdio, no libuv.
+#include "worker/worker_process.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "shm/wake.h"
+#include "worker/cpus.h"
+#include "worker/engine.h"
+#include "worker/runtime.h"
+
+namespace corepool {
+
+int64_t monotonic_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class WorkerLoop {
+ public:
+  WorkerLoop(const WorkerSetup& setup, shm::ChannelData* channel, const shm::ChannelLayout& layout,
+             std::shared_ptr<spdlog::logger> log)
+      : setup_(setup), channel_(channel), layout_(layout), log_(std::move(log)),
+        requests_(&channel->requests), completions_(&channel->completions),
+        slab_(reinterpret_cast<char*>(channel) + layout.slab_offset),
+        crash_marker_(std::getenv("COREPOOL_TEST_CRASH_ON_MARKER") != nullptr) {}
+
+  void serve(Engine& engine);
+
+ private:
+  void beat() { channel_->control.heartbeat_ns.store(monotonic_ns(), std::memory_order_relaxed); }
+  bool should_exit() const {
+    return channel_->control.stop.load(std::memory_order_acquire) != 0 || ::getppid() != setup_.parent_pid;
+  }
+  void take_batch(std::vector<shm::RequestDesc>& batch);
+  void run_batch(Engine& engine, const std::vector<shm::RequestDesc>& batch);
+  void complete(const shm::RequestDesc& r, int32_t status);
+  void mark_running(const std::vector<shm::RequestDesc>& batch);
+  char* slot(uint32_t i) { return slab_ + uint64_t{i} * layout_.slot_bytes; }
+
+  const WorkerSetup& setup_;
+  shm::ChannelData* channel_;
+  shm::ChannelLayout layout_;
+  std::shared_ptr<spdlog::logger> log_;
+  shm::RingConsumer<shm::RequestDesc, shm::kRingSlots> requests_;
+  shm::RingProducer<shm::CompletionDesc, shm::kRingSlots> completions_;
+  char* slab_;
+  bool crash_marker_;
+};
+
+void WorkerLoop::serve(Engine& engine) {
+  std::vector<shm::RequestDesc> batch;
+  batch.reserve(setup_.max_batch);
+  while (!should_exit()) {
+    beat();
+    // Sleep at most 100 ms at a time so that the heartbeat keeps moving and a
+    // stop request or an orphaning is noticed promptly.
+    if (!requests_.wait(Clock::now() + std::chrono::milliseconds(100))) continue;
+    take_batch(batch);
+    // Suspects first: whatever happens from here to the completions (features,
+    // forward, a crash in either) is on this batch.
+    mark_running(batch);
+    run_batch(engine, batch);
+    mark_running({});
+    if (completions_.consumer_wants_wake()) shm::signal_eventfd(setup_.completion_eventfd);
+  }
+}
+
+void WorkerLoop::take_batch(std::vector<shm::RequestDesc>& batch) {
+  batch.clear();
+  const auto deadline = Clock::now() + std::chrono::microseconds(setup_.max_batch_delay_us);
+  while (batch.size() < static_cast<size_t>(setup_.max_batch)) {
+    if (shm::RequestDesc* r = requests_.front()) {
+      // A crash suspect runs alone, so that a poison input convicts only itself.
+      const bool alone = (r->flags & shm::kRunAlone) != 0;
+      if (alone && !batch.empty()) break;
+      batch.push_back(*r);
+      requests_.pop();
+      if (alone) break;
+      continue;
+    }
+    // Dynamic batching: a short wait for a fuller batch, never past the delay.
+    if (setup_.max_batch_delay_us <= 0 || !requests_.wait(deadline, 4000)) break;
+  }
+}
+
+void WorkerLoop::run_batch(Engine& engine, const std::vector<shm::RequestDesc>& batch) {
+  std::vector<const float*> pcm;
+  std::vector<shm::RequestDesc> good;
+  for (const auto& r : batch) {
+    const auto* samples = reinterpret_cast<const float*>(slot(r.slot));
+    if (crash_marker_ && r.samples >= 2 && samples[0] == 12345.0f && samples[1] == -12345.0f) {
+      ::raise(SIGSEGV);  // test-only poison input (COREPOOL_TEST_CRASH_ON_MARKER)
+    }
+    if (r.samples != static_cast<uint32_t>(engine.model().config.segment_samples()) ||
+        r.slot >= shm::kRingSlots) {
+      std::snprintf(slot(r.slot % shm::kRingSlots) + layout_.result_offset, shm::kErrorTextBytes,
+                    "segment has %u samples, model expects %d", r.samples,
+                    engine.model().config.segment_samples());
+      complete(r, 1);
+      continue;
+    }
+    pcm.push_back(samples);
+    good.push_back(r);
+  }
+  if (good.empty()) return;
+  beat();
+  try {
+    auto scores = engine.infer(pcm);
+    for (size_t i = 0; i < good.size(); ++i) {
+      std::memcpy(slot(good[i].slot) + layout_.result_offset, scores[i].data(), scores[i].size() * sizeof(float));
+      complete(good[i], 0);
+    }
+  } catch (const std::exception& e) {
+    const std::string text = std::string("inference failed: ") +
+        (dynamic_cast<const c10::Error*>(&e) ? static_cast<const c10::Error&>(e).what_without_backtrace() : e.what());
+    for (const auto& r : good) {
+      std::snprintf(slot(r.slot) + layout_.result_offset, shm::kErrorTextBytes, "%s", text.c_str());
+      complete(r, 1);
+    }
+  }
+  beat();
+}
+
+void WorkerLoop::mark_running(const std::vector<shm::RequestDesc>& batch) {
+  auto& control = channel_->control;
+  control.running_count.store(0, std::memory_order_relaxed);
+  for (size_t i = 0; i < batch.size() && i < 64; ++i) control.running[i].store(batch[i].request, std::memory_order_relaxed);
+  control.running_count.store(static_cast<uint32_t>(std::min<size_t>(batch.size(), 64)), std::memory_order_release);
+}
+
+void WorkerLoop::complete(const shm::RequestDesc& r, int32_t status) {
+  // Never full: the supervisor has at most kRingSlots requests out per worker.
+  completions_.try_push({r.request, r.slot, status});
+}
+
+// Signal state inherited from the parent (libuv's handlers, a blocked mask)
+// must not leak into the worker.
+void reset_signals() {
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int sig : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGUSR1, SIGUSR2}) ::signal(sig, SIG_DFL);
+  ::signal(SIGPIPE, SIG_IGN);
+}
+
+std::shared_ptr<spdlog::logger> make_worker_logger(const WorkerSetup& setup) {
+  // A single-threaded sink with no shared console mutex: the parent's logger
+  // (and its mutexes) may have been mid-write in another thread at fork time.
+  auto log = std::make_shared<spdlog::logger>("worker-" + std::to_string(setup.slot),
+                                              std::make_shared<spdlog::sinks::stderr_sink_st>());
+  log->set_pattern("%^[%L]%$ worker " + std::to_string(setup.slot) + ": %v");
+  log->set_level(spdlog::level::from_str(setup.log_level));
+  return log;
+}
+
+}  // namespace
+
+[[noreturn]] void run_worker_process(const WorkerSetup& setup, shm::ChannelData* channel,
+                                     const shm::ChannelLayout& layout,
+                                     std::shared_ptr<const LoadedModel> model) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != setup.parent_pid) ::_exit(kWorkerExitOk);  // parent died before prctl
+  reset_signals();
+  auto log = make_worker_logger(setup);
+  spdlog::set_default_logger(log);
+  channel->control.pid.store(::getpid());
+  channel->control.heartbeat_ns.store(monotonic_ns());
+  std::unique_ptr<Engine> engine;
+  try {
+    configure_runtime_threads({1, 1});
+    if (setup.cpu >= 0) pin_current_thread(setup.cpu);
+    if (!setup.naive_model_dir.empty()) model = load_model(setup.naive_model_dir);
+    engine = std::make_unique<Engine>(model);
+    engine->check_output_shape();
+  } catch (const std::exception& e) {
+    log->error("cannot start: {}", e.what());
+    ::_exit(kWorkerExitBootFailure);
+  }
+  channel->control.state.store(static_cast<uint32_t>(shm::WorkerState::kReady), std::memory_order_release);
+  shm::signal_eventfd(setup.completion_eventfd);  // tell the supervisor we are ready
+  log->debug("ready (pid {}, cpu {})", ::getpid(), setup.cpu);
+  WorkerLoop loop(setup, channel, layout, log);
+  loop.serve(*engine);
+  channel->control.state.store(static_cast<uint32_t>(shm::WorkerState::kStopping));
+  ::_exit(kWorkerExitOk);
+}
+
+}  // namespace corepool
