@@ -16,16 +16,16 @@ all: build
 deps:
 	bash scripts/install-deps.sh
 
-$(BUILD)/CMakeCache.txt:
+# Re-run every time (a second or two) so that PREFIX and TYPE always apply.
+configure:
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
 
-configure: $(BUILD)/CMakeCache.txt
-
 build: configure
-	cmake --build $(BUILD) -j$(JOBS)
+	cmake --build $(BUILD) -j$(JOBS) -- --no-print-directory
 
 # The main job: tag the bundled demo audio with the bundled default model.
 run: deps build
+	@mkdir -p $(BUILD)/demo
 	$(BUILD)/tools/corepool-gen-audio --demo --out $(BUILD)/demo/demo.wav
 	$(BUILD)/supervisor/corepool batch --force --out - $(BUILD)/demo/demo.wav
 

@@ -25,6 +25,9 @@ void read_engine(TomlReader& reader, Config& config) {
   config.max_batch = reader.get_int("engine.max_batch", config.max_batch, 1, 1024);
   config.queue_depth = reader.get_int("engine.queue_depth", config.queue_depth, 0, 1000000);
   config.pin_threads = reader.get_bool("engine.pin_threads", config.pin_threads);
+  config.max_batch_delay_us =
+      reader.get_int("engine.max_batch_delay_us", config.max_batch_delay_us, 0, 1000000);
+  config.hang_timeout_ms = reader.get_int("engine.hang_timeout_ms", config.hang_timeout_ms, 100, 3600000);
 }
 
 }  // namespace

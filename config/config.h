@@ -25,6 +25,8 @@ struct Config {
   int max_batch = 4;             // segments per forward()
   int queue_depth = 0;           // segments in flight; 0 = 4 * workers * max_batch
   bool pin_threads = true;       // pin engine thread / worker i to the i-th usable cpu
+  int max_batch_delay_us = 0;    // process mode: wait this long for a fuller batch (0 = never)
+  int hang_timeout_ms = 10000;   // process mode: a worker silent this long is killed and replaced
   // [batch]
   std::string out_dir = "corepool-out";  // where batch writes one .jsonl per input
   bool force = false;                    // redo files whose result is already complete

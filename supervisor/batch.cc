@@ -236,15 +236,20 @@ BatchStats run_batch(const BatchOptions& options, const ModelConfig& model,
                     options.progress ? total_audio_seconds(todo) : 0.0);
   BatchRun run(options, model, progress);
   for (const auto& e : list.errors) run.fail_input(e);
+  Clock::time_point ready, drained;
   {
     std::unique_ptr<Executor> executor =
         make_executor([&run](SegmentResult&& r) { run.on_complete(std::move(r)); });
+    ready = Clock::now();
     for (const auto& in : todo) run.process(in, *executor);
     executor->wait_idle();
+    drained = Clock::now();
   }
   BatchStats stats = run.stats();
   stats.files_skipped = skipped;
-  stats.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const auto end = Clock::now();
+  stats.wall_seconds = std::chrono::duration<double>(end - start).count();
+  stats.serving_seconds = std::chrono::duration<double>(drained - ready).count();
   return stats;
 }
 

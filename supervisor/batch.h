@@ -28,6 +28,7 @@ struct BatchStats {
   uint64_t segments = 0;
   double audio_seconds = 0;
   double wall_seconds = 0;
+  double serving_seconds = 0;  // from "executor ready" to the end: what benchmarks compare
   int exit_code() const { return files_failed > 0 ? 1 : 0; }
 };
 

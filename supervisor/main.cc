@@ -17,6 +17,7 @@
 #include "config/config.h"
 #include "supervisor/batch.h"
 #include "supervisor/bench.h"
+#include "supervisor/process_pool.h"
 #include "supervisor/startup_report.h"
 #include "worker/cpus.h"
 #include "worker/model.h"
@@ -38,6 +39,7 @@ struct Cli {
   std::string out_dir;
   bool force = false;
   bool no_progress = false;
+  bool pin = true;
   std::vector<std::string> paths;
   corepool::BenchOptions bench;
 };
@@ -69,30 +71,42 @@ corepool::Config effective_config(const Cli& cli) {
   return cfg;
 }
 
-int run_batch_command(const corepool::Config& cfg, const Cli& cli) {
-  if (cfg.mode != "thread") {
-    spdlog::error("--mode {}: only thread mode is built so far; process mode arrives with the "
-                  "shared-memory workers", cfg.mode);
-    return kUsage;
-  }
-  auto model = corepool::load_model(cfg.model_dir);
+corepool::ExecutorFactory make_executor_factory(const corepool::Config& cfg,
+                                                std::shared_ptr<const corepool::LoadedModel> model) {
   const corepool::CpuBudget budget = corepool::usable_cpus();
-  corepool::ThreadExecutorOptions opts;
-  opts.threads = cfg.workers > 0 ? cfg.workers : budget.usable;
-  opts.max_batch = cfg.max_batch;
-  opts.queue_depth = cfg.queue_depth;
-  if (cfg.pin_threads) opts.cpus = budget.allowed;
-  spdlog::info("model {} ({} labels, {:.1f} MB of weights), thread mode, {} engine thread(s)",
-               cfg.model_dir, model->config.labels.size(), model->weight_bytes / 1e6, opts.threads);
+  const int workers = cfg.workers > 0 ? cfg.workers : budget.usable;
+  const std::vector<int> cpus = cfg.pin_threads ? budget.allowed : std::vector<int>{};
+  spdlog::info("model {} ({} labels, {:.1f} MB of weights), {} mode, {} {}", cfg.model_dir,
+               model->config.labels.size(), model->weight_bytes / 1e6, cfg.mode, workers,
+               cfg.mode == "thread" ? "engine thread(s)" : "worker process(es)");
+  if (cfg.mode == "process") {
+    corepool::ProcessPoolOptions opts;
+    opts.workers = workers;
+    opts.max_batch = cfg.max_batch;
+    opts.max_batch_delay_us = cfg.max_batch_delay_us;
+    opts.queue_depth = cfg.queue_depth;
+    opts.cpus = cpus;
+    opts.hang_timeout_ms = cfg.hang_timeout_ms;
+    opts.log_level = cfg.log_level;
+    return [model, opts](corepool::Executor::Completion done) {
+      return std::make_unique<corepool::ProcessPool>(model, opts, std::move(done));
+    };
+  }
+  corepool::ThreadExecutorOptions opts{workers, cfg.max_batch, cfg.queue_depth, cpus};
+  return [model, opts](corepool::Executor::Completion done) {
+    return std::make_unique<corepool::ThreadExecutor>(model, opts, std::move(done));
+  };
+}
 
+int run_batch_command(const corepool::Config& cfg, const Cli& cli) {
+  auto model = corepool::load_model(cfg.model_dir);
+  const corepool::ExecutorFactory factory = make_executor_factory(cfg, model);
   corepool::BatchOptions batch;
   batch.paths = cli.paths;
   batch.out_dir = cfg.out_dir;
   batch.force = cfg.force;
   batch.progress = !cli.no_progress && ::isatty(STDERR_FILENO);
-  const corepool::BatchStats stats = corepool::run_batch(batch, model->config, [&](auto done) {
-    return std::make_unique<corepool::ThreadExecutor>(model, opts, std::move(done));
-  });
+  const corepool::BatchStats stats = corepool::run_batch(batch, model->config, factory);
   if (stats.files_skipped > 0) {
     spdlog::info("skipped {} file(s) whose result is already complete (--force redoes them)",
                  stats.files_skipped);
@@ -130,11 +144,20 @@ int main(int argc, char** argv) {
   batch->add_flag("--no-progress", cli.no_progress, "never draw the progress bar");
   batch->add_option("paths", cli.paths, "files, directories or glob patterns")->required();
 
-  auto* bench = app.add_subcommand("bench", "thread mode vs the bare forward() ceiling");
+  auto* bench = app.add_subcommand("bench", "measure thread and process mode against the bare forward() ceiling");
   add_engine_flags(bench, cli);
   bench->add_option("--audio-seconds", cli.bench.audio_seconds, "length of the generated input")
       ->check(CLI::Range(5.0, 36000.0));
   bench->add_option("--repeats", cli.bench.repeats, "interleaved repetitions")->check(CLI::Range(1, 100));
+  bench->add_option("--modes", cli.bench.modes, "modes to measure (thread, process)")
+      ->delimiter(',')->check(CLI::IsMember({"thread", "process"}));
+  bench->add_flag("--memory", cli.bench.memory, "PSS of shared vs naive weights for --worker-counts");
+  bench->add_option("--worker-counts", cli.bench.worker_counts, "worker counts of --memory")->delimiter(',');
+  bench->add_flag("--respawn", cli.bench.respawn, "with --memory: also SIGKILL-to-answer respawn latency");
+  bench->add_flag("--pin,!--no-pin", cli.pin, "pin workers to cpus");
+  bench->add_option("--point", cli.bench.point, "internal: run one measurement point")->group("");
+  bench->add_option("--audio", cli.bench.audio, "internal: input of a throughput point")->group("");
+  bench->add_flag("--naive", cli.bench.naive, "internal: memory point with private weight copies")->group("");
 
   app.add_subcommand("doctor", "print what limits inference speed on this host");
   app.add_subcommand("version", "print versions");
@@ -160,8 +183,8 @@ int main(int argc, char** argv) {
     cli.bench.model_dir = cfg.model_dir;
     cli.bench.workers = cfg.workers;
     cli.bench.max_batch = cfg.max_batch;
-    cli.bench.pin = cfg.pin_threads;
-    return corepool::run_bench(cli.bench);
+    cli.bench.pin = cfg.pin_threads && cli.pin;
+    return cli.bench.point.empty() ? corepool::run_bench(cli.bench) : corepool::run_bench_point(cli.bench);
   } catch (const corepool::ModelError& e) {
     spdlog::error("model error: {}", e.what());
     return kModelError;

@@ -15,6 +15,7 @@
 #include <torch/version.h>
 
 #include "worker/cpus.h"
+#include "worker/runtime.h"
 
 namespace corepool {
 namespace {
@@ -73,6 +74,16 @@ HostFact allocator_fact() {
   return {"allocator", jemalloc ? "jemalloc" : "glibc malloc", ""};
 }
 
+// Compile-time answer: asking at::get_parallel_info() would create the inter-op
+// pool, and a process that forks workers must not own threads it cannot hand on.
+#if AT_PARALLEL_OPENMP
+constexpr const char* kParallelBackend = "OpenMP";
+#elif AT_PARALLEL_NATIVE_TBB
+constexpr const char* kParallelBackend = "native + TBB";
+#else
+constexpr const char* kParallelBackend = "native";
+#endif
+
 }  // namespace
 
 std::vector<HostFact> collect_host_facts() {
@@ -81,14 +92,14 @@ std::vector<HostFact> collect_host_facts() {
   std::string quota = cpus.quota_cpus > 0 ? std::to_string(cpus.quota_cpus) : "none";
   std::vector<HostFact> facts = {
       {"LibTorch", TORCH_VERSION, ""},
-      {"parallel backend", at::get_parallel_info().find("OpenMP") != std::string::npos ? "OpenMP" : "native", ""},
+      {"parallel backend", kParallelBackend, ""},
       blas_fact(),
       {"oneDNN (MKL-DNN)", at::hasMKLDNN() ? "on" : "off", ""},
       isa_fact(),
       {"usable cpus", std::to_string(cpus.usable) + " (affinity " + std::to_string(cpus.allowed.size()) +
                           ", cgroup quota " + quota + ")", ""},
       {"intra-op threads", std::to_string(intra), ""},
-      {"inter-op threads", std::to_string(at::get_num_interop_threads()), ""},
+      {"inter-op threads", std::to_string(configured_interop_threads()), ""},
       env_fact("OMP_NUM_THREADS", intra),
       env_fact("MKL_NUM_THREADS", intra),
       env_fact("OPENBLAS_NUM_THREADS", intra),

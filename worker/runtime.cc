@@ -10,6 +10,11 @@
 namespace corepool {
 namespace {
 
+// The inter-op count this process set (0 = not yet). Kept here because asking
+// LibTorch (at::get_num_interop_threads) would start the pool's threads, which a
+// supervisor must not own when it forks.
+int applied_inter_op = 0;
+
 void set_openblas_threads(int n) {
   using SetFn = void (*)(int);
   if (auto fn = reinterpret_cast<SetFn>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(n);
@@ -29,7 +34,6 @@ bool configure_runtime_threads(const RuntimeThreads& threads) {
   set_openblas_threads(threads.intra_op);
   // Reading the inter-op count creates the pool, after which it can no longer
   // be set: so set it first and only once per process.
-  static int applied_inter_op = 0;
   if (applied_inter_op == 0) {
     try {
       at::set_num_interop_threads(threads.inter_op);
@@ -47,10 +51,11 @@ bool configure_runtime_threads(const RuntimeThreads& threads) {
   return ok;
 }
 
+int configured_interop_threads() { return applied_inter_op; }
+
 std::string describe_runtime_threads() {
   return "intra-op threads " + std::to_string(at::get_num_threads()) + ", inter-op threads " +
-         std::to_string(at::get_num_interop_threads()) + ", OpenBLAS threads " +
-         std::to_string(openblas_threads());
+         std::to_string(applied_inter_op) + ", OpenBLAS threads " + std::to_string(openblas_threads());
 }
 
 }  // namespace corepool

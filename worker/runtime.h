@@ -17,6 +17,9 @@ struct RuntimeThreads {
 // with a warning. Returns false if a setting could not be applied.
 bool configure_runtime_threads(const RuntimeThreads& threads);
 
+// The inter-op count set by configure_runtime_threads (0 if never called).
+int configured_interop_threads();
+
 // What the runtime reports now (at::get_num_threads etc.), as one log line.
 std::string describe_runtime_threads();
 

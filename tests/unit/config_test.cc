@@ -61,6 +61,8 @@ void expect_same(const Config& actual, const Config& expected) {
   EXPECT_EQ(actual.max_batch, expected.max_batch);
   EXPECT_EQ(actual.queue_depth, expected.queue_depth);
   EXPECT_EQ(actual.pin_threads, expected.pin_threads);
+  EXPECT_EQ(actual.max_batch_delay_us, expected.max_batch_delay_us);
+  EXPECT_EQ(actual.hang_timeout_ms, expected.hang_timeout_ms);
   EXPECT_EQ(actual.out_dir, expected.out_dir);
   EXPECT_EQ(actual.force, expected.force);
   EXPECT_EQ(actual.log_level, expected.log_level);
@@ -77,7 +79,7 @@ TEST_F(ConfigTest, ShippedDefaultsFileSetsEveryKeyItDocuments) {
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   for (const char* key : {"dir =", "mode =", "workers =", "intra_op_threads =",
                           "inter_op_threads =", "max_batch =", "queue_depth =", "pin_threads =",
-                          "out_dir =", "force =", "level ="}) {
+                          "max_batch_delay_us =", "hang_timeout_ms =", "out_dir =", "force =", "level ="}) {
     EXPECT_NE(text.find(std::string("\n") + key), std::string::npos) << key;
   }
 }
@@ -98,6 +100,8 @@ inter_op_threads = 3
 max_batch = 16
 queue_depth = 500
 pin_threads = false
+max_batch_delay_us = 2000
+hang_timeout_ms = 1500
 [batch]
 out_dir = "/tmp/out"
 force = true
@@ -113,6 +117,8 @@ level = "debug"
   expected.max_batch = 16;
   expected.queue_depth = 500;
   expected.pin_threads = false;
+  expected.max_batch_delay_us = 2000;
+  expected.hang_timeout_ms = 1500;
   expected.out_dir = "/tmp/out";
   expected.force = true;
   expected.log_level = "debug";
