@@ -9,7 +9,7 @@ CTEST_ARGS ?=
 
 CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=$(TYPE) -DCMAKE_INSTALL_PREFIX=$(PREFIX)
 
-.PHONY: all deps configure build run test install clean model bench
+.PHONY: all deps configure build run test install clean model bench bench-memory bench-ring
 
 all: build
 
@@ -32,8 +32,17 @@ run: deps build
 test: deps build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) $(CTEST_ARGS)
 
+# Benchmarks print figures (see bench/RESULTS.md); none of them passes or fails on timing.
 bench: deps build
-	$(BUILD)/supervisor/corepool bench
+	$(BUILD)/supervisor/corepool --log-level warn bench
+
+# Shared vs naive weights and respawn latency with a ~330 MB generated model.
+bench-memory: deps build
+	$(BUILD)/models/corepool-gen-model --out $(BUILD)/bench-model --width 8 --hidden 1200000
+	$(BUILD)/supervisor/corepool --log-level warn bench --memory --respawn --model $(BUILD)/bench-model
+
+bench-ring: deps build
+	$(BUILD)/bench/corepool-ring-bench
 
 # Regenerate models/default/model.pt from its generator.
 model: configure

@@ -227,9 +227,7 @@ int run_bench(const BenchOptions& o) {
   char tmpl[] = "/tmp/corepool-bench-XXXXXX";
   if (!::mkdtemp(tmpl)) throw std::runtime_error("bench: cannot create a temp dir");
   const std::string dir = tmpl;
-  synth::FileSpec spec = synth::demo_spec();
-  spec.sample_rate = model->config.sample_rate;
-  spec.repeat = std::max(1, static_cast<int>(o.audio_seconds / synth::duration_seconds(spec) + 0.5));
+  const synth::FileSpec spec = synth::demo_of_seconds(o.audio_seconds, model->config.sample_rate);
   const std::string audio = dir + "/bench.wav";
   synth::write_audio(audio, spec);
 

@@ -384,4 +384,11 @@ std::vector<std::string> write_damaged_files(const std::string& dir) {
   return paths;
 }
 
+FileSpec demo_of_seconds(double seconds, int sample_rate) {
+  FileSpec spec = demo_spec();
+  spec.sample_rate = sample_rate;
+  spec.repeat = std::max(1, static_cast<int>(seconds / duration_seconds(spec) + 0.5));
+  return spec;
+}
+
 }  // namespace corepool::synth

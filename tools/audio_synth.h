@@ -37,6 +37,10 @@ double duration_seconds(const FileSpec& spec);
 // The demo timeline used by `make run`: tone, noise, silence, chord, clicks ...
 FileSpec demo_spec();
 
+// The demo timeline repeated to last about `seconds` (at least once), at `sample_rate`:
+// the generated input of tests and benchmarks.
+FileSpec demo_of_seconds(double seconds, int sample_rate = 16000);
+
 // Parses "tone:2,noise:1.5,silence:1,chord:3@220" (kind:seconds[@frequency]).
 // Throws std::invalid_argument naming the bad item.
 std::vector<Section> parse_sections(const std::string& text);

@@ -25,12 +25,6 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using nlohmann::json;
 
-synth::FileSpec spec_of_seconds(double seconds, int rate = 16000) {
-  synth::FileSpec spec = synth::demo_spec();
-  spec.sample_rate = rate;
-  spec.repeat = std::max(1, static_cast<int>(seconds / synth::duration_seconds(spec) + 0.5));
-  return spec;
-}
 
 testing::ProcessResult corepool(std::vector<std::string> args, const testing::TempDir& dir) {
   const bool has_model = std::find(args.begin(), args.end(), "--model") != args.end();
@@ -88,10 +82,10 @@ std::vector<Event> reference_events(const std::string& path) {
 
 TEST(BatchCliTest, LongFileAndACorruptDirectoryGiveResultsErrorsAndExitOne) {
   testing::TempDir dir;
-  synth::write_audio(dir / "long.wav", spec_of_seconds(600));
+  synth::write_audio(dir / "long.wav", synth::demo_of_seconds(600));
   fs::create_directories(dir / "in/sub");
-  synth::write_audio(dir / "in/good.flac", spec_of_seconds(30, 44100));
-  synth::write_audio(dir / "in/sub/stereo.wav", [] { auto s = spec_of_seconds(20, 22050); s.channels = 2; return s; }());
+  synth::write_audio(dir / "in/good.flac", synth::demo_of_seconds(30, 44100));
+  synth::write_audio(dir / "in/sub/stereo.wav", [] { auto s = synth::demo_of_seconds(20, 22050); s.channels = 2; return s; }());
   std::ofstream(dir / "in/broken.wav") << "RIFF but not really a wave file";
   std::ofstream(dir / "in/notes.txt") << "not audio, not an audio extension: ignored";
 
@@ -101,11 +95,11 @@ TEST(BatchCliTest, LongFileAndACorruptDirectoryGiveResultsErrorsAndExitOne) {
   EXPECT_EQ(testing::lines_of(r.err).size(), 1u) << r.err;  // one line for the one bad file
 
   expect_well_formed(json_lines(testing::read_file(dir / "out/long.wav.jsonl")),
-                     synth::duration_seconds(spec_of_seconds(600)));
+                     synth::duration_seconds(synth::demo_of_seconds(600)));
   expect_well_formed(json_lines(testing::read_file(dir / "out/good.flac.jsonl")),
-                     synth::duration_seconds(spec_of_seconds(30)));
+                     synth::duration_seconds(synth::demo_of_seconds(30)));
   expect_well_formed(json_lines(testing::read_file(dir / "out/sub/stereo.wav.jsonl")),
-                     synth::duration_seconds(spec_of_seconds(20)));
+                     synth::duration_seconds(synth::demo_of_seconds(20)));
   EXPECT_FALSE(fs::exists(dir / "out/broken.wav.jsonl"));
   for (const auto& entry : fs::recursive_directory_iterator(dir / "out")) {
     EXPECT_EQ(entry.path().string().find(".tmp."), std::string::npos) << entry.path();
@@ -114,7 +108,7 @@ TEST(BatchCliTest, LongFileAndACorruptDirectoryGiveResultsErrorsAndExitOne) {
 
 TEST(BatchCliTest, EventsMatchTheInProcessReferencePipeline) {
   testing::TempDir dir;
-  synth::write_audio(dir / "a.wav", spec_of_seconds(60, 32000));
+  synth::write_audio(dir / "a.wav", synth::demo_of_seconds(60, 32000));
   auto r = corepool({"--workers", "2", "--max-batch", "3", "--out", dir / "out", dir / "a.wav"}, dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<json> lines = json_lines(testing::read_file(dir / "out/a.wav.jsonl"));
@@ -131,7 +125,7 @@ TEST(BatchCliTest, EventsMatchTheInProcessReferencePipeline) {
 
 TEST(BatchCliTest, OneAndTwoEngineThreadsWriteIdenticalResults) {
   testing::TempDir dir;
-  synth::write_audio(dir / "a.wav", spec_of_seconds(90));
+  synth::write_audio(dir / "a.wav", synth::demo_of_seconds(90));
   auto one = corepool({"--workers", "1", "--out", "-", dir / "a.wav"}, dir);
   auto two = corepool({"--workers", "2", "--out", "-", dir / "a.wav"}, dir);
   ASSERT_EQ(one.exit_code, 0) << one.err;
@@ -144,7 +138,7 @@ TEST(BatchCliTest, OneAndTwoEngineThreadsWriteIdenticalResults) {
 
 TEST(BatchCliTest, ARerunSkipsCompleteResultsUnlessForced) {
   testing::TempDir dir;
-  synth::write_audio(dir / "a.wav", spec_of_seconds(10));
+  synth::write_audio(dir / "a.wav", synth::demo_of_seconds(10));
   ASSERT_EQ(corepool({"--out", dir / "out", dir / "a.wav"}, dir).exit_code, 0);
   const auto first = fs::last_write_time(dir / "out/a.wav.jsonl");
   fs::last_write_time(dir / "out/a.wav.jsonl", first - std::chrono::hours(1));
@@ -157,7 +151,7 @@ TEST(BatchCliTest, ARerunSkipsCompleteResultsUnlessForced) {
 
 TEST(BatchCliTest, AnIncompleteResultIsRedone) {
   testing::TempDir dir;
-  synth::write_audio(dir / "a.wav", spec_of_seconds(10));
+  synth::write_audio(dir / "a.wav", synth::demo_of_seconds(10));
   fs::create_directories(dir / "out");
   std::ofstream(dir / "out/a.wav.jsonl") << "{\"start\": 0, \"end\": 1, \"label\": \"x\", \"score\": 1}\n";
   ASSERT_EQ(corepool({"--out", dir / "out", dir / "a.wav"}, dir).exit_code, 0);
@@ -180,8 +174,8 @@ TEST(BatchCliTest, EveryDamagedFileGetsOneErrorLineNamingIt) {
 
 TEST(BatchCliTest, PeakMemoryDoesNotGrowWithFileLength) {
   testing::TempDir dir;
-  synth::write_audio(dir / "short.wav", spec_of_seconds(120));
-  synth::write_audio(dir / "long.wav", spec_of_seconds(1800));
+  synth::write_audio(dir / "short.wav", synth::demo_of_seconds(120));
+  synth::write_audio(dir / "long.wav", synth::demo_of_seconds(1800));
   auto s = corepool({"--out", dir / "out", dir / "short.wav"}, dir);
   auto l = corepool({"--out", dir / "out", dir / "long.wav"}, dir);
   ASSERT_EQ(s.exit_code, 0) << s.err;
@@ -197,7 +191,7 @@ TEST(BatchCliTest, MissingInputsAndBadModelsAndConfigsHaveTheirExitCodes) {
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_THAT(missing.err, HasSubstr(dir / "nope.wav"));
 
-  synth::write_audio(dir / "a.wav", spec_of_seconds(5));
+  synth::write_audio(dir / "a.wav", synth::demo_of_seconds(5));
   auto bad_model = corepool({"--model", dir / "no-model", dir / "a.wav"}, dir);
   EXPECT_EQ(bad_model.exit_code, 3);
   EXPECT_THAT(bad_model.err, HasSubstr(dir / "no-model"));

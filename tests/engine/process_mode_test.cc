@@ -17,12 +17,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-synth::FileSpec spec_of_seconds(double seconds, int rate = 16000) {
-  synth::FileSpec spec = synth::demo_spec();
-  spec.sample_rate = rate;
-  spec.repeat = std::max(1, static_cast<int>(seconds / synth::duration_seconds(spec) + 0.5));
-  return spec;
-}
 
 std::vector<std::string> batch_args(const std::string& mode, const std::vector<std::string>& rest) {
   std::vector<std::string> args = {COREPOOL_BIN, "--log-level", "warn", "batch", "--model", COREPOOL_DEFAULT_MODEL,
@@ -42,8 +36,8 @@ std::vector<std::string> event_lines(const std::string& out) {
 
 TEST(ProcessModeTest, WritesTheSameEventsAsThreadMode) {
   testing::TempDir dir;
-  synth::write_audio(dir / "a.wav", spec_of_seconds(60, 22050));
-  synth::write_audio(dir / "b.wav", spec_of_seconds(30));
+  synth::write_audio(dir / "a.wav", synth::demo_of_seconds(60, 22050));
+  synth::write_audio(dir / "b.wav", synth::demo_of_seconds(30));
   auto thread = testing::run_process(batch_args("thread", {"--out", "-", dir / "a.wav", dir / "b.wav"}), dir.path());
   auto process = testing::run_process(batch_args("process", {"--out", "-", dir / "a.wav", dir / "b.wav"}), dir.path());
   ASSERT_EQ(thread.exit_code, 0) << thread.err;
@@ -57,11 +51,12 @@ TEST(ProcessModeTest, WritesTheSameEventsAsThreadMode) {
 
 TEST(ProcessModeTest, KillingWorkersMidRunChangesNoResult) {
   testing::TempDir dir;
-  synth::write_audio(dir / "long.wav", spec_of_seconds(240));
+  synth::write_audio(dir / "long.wav", synth::demo_of_seconds(240));
   auto clean = testing::run_process(batch_args("thread", {"--out", "-", dir / "long.wav"}), dir.path());
   ASSERT_EQ(clean.exit_code, 0) << clean.err;
 
-  const pid_t pid = testing::spawn_process(batch_args("process", {"--out", "-", dir / "long.wav"}), dir.path());
+  const testing::Spawned child = testing::spawn_process(batch_args("process", {"--out", "-", dir / "long.wav"}), dir.path());
+  const pid_t pid = child.pid;
   int kills = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (kills < 8 && std::chrono::steady_clock::now() < deadline && testing::process_alive(pid)) {
@@ -72,7 +67,7 @@ TEST(ProcessModeTest, KillingWorkersMidRunChangesNoResult) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(250));  // spacing the chaos, not syncing
   }
-  auto r = testing::wait_process(pid, dir.path(), std::chrono::seconds(120));
+  auto r = testing::wait_process(child, std::chrono::seconds(120));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_GE(kills, 3) << "the run ended before the workers could be killed";
   EXPECT_EQ(event_lines(r.out), event_lines(clean.out));
@@ -80,8 +75,10 @@ TEST(ProcessModeTest, KillingWorkersMidRunChangesNoResult) {
 
 TEST(ProcessModeTest, AKilledSupervisorTakesItsWorkersAndSharedMemoryWithIt) {
   testing::TempDir dir;
-  synth::write_audio(dir / "long.wav", spec_of_seconds(600));
-  const pid_t pid = testing::spawn_process(batch_args("process", {"--out", dir / "out", dir / "long.wav"}), dir.path());
+  synth::write_audio(dir / "long.wav", synth::demo_of_seconds(600));
+  const testing::Spawned child =
+      testing::spawn_process(batch_args("process", {"--out", dir / "out", dir / "long.wav"}), dir.path());
+  const pid_t pid = child.pid;
   std::vector<int> workers;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (workers.size() < 2 && std::chrono::steady_clock::now() < deadline) {
@@ -90,7 +87,7 @@ TEST(ProcessModeTest, AKilledSupervisorTakesItsWorkersAndSharedMemoryWithIt) {
   }
   ASSERT_EQ(workers.size(), 2u);
   ::kill(pid, SIGKILL);
-  testing::wait_process(pid, dir.path(), std::chrono::seconds(10));
+  testing::wait_process(child, std::chrono::seconds(10));
   const auto gone_by = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   for (int w : workers) {
     while (testing::process_alive(w) && std::chrono::steady_clock::now() < gone_by) {

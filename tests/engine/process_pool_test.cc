@@ -28,10 +28,10 @@ std::string self_exe() { return std::filesystem::read_symlink("/proc/self/exe").
 // Runs DISABLED_PoolChild.<name> in a fresh process and expects it to pass.
 void run_child(const std::string& name, const std::vector<std::string>& env = {}) {
   testing::TempDir dir;
-  const pid_t pid = testing::spawn_process(
+  const testing::Spawned child = testing::spawn_process(
       {self_exe(), "--gtest_also_run_disabled_tests", "--gtest_filter=DISABLED_PoolChild." + name}, dir.path(),
       env);
-  auto r = testing::wait_process(pid, dir.path(), std::chrono::seconds(240));
+  auto r = testing::wait_process(child, std::chrono::seconds(240));
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("[  PASSED  ] 1 test")) << r.out << r.err;
 }

@@ -63,46 +63,26 @@ struct ProcessResult {
   long max_rss_kb = 0;  // peak resident set of the child
 };
 
-// Runs argv[0] with the given arguments; stdout and stderr go through files so
-// that a chatty child can never block on a full pipe.
-inline ProcessResult run_process(const std::vector<std::string>& argv, const std::string& scratch_dir) {
-  const std::string out_path = scratch_dir + "/.stdout", err_path = scratch_dir + "/.stderr";
-  pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(out, 1);
-    ::dup2(err, 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  struct rusage usage {};
-  ::wait4(pid, &status, 0, &usage);
-  ProcessResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-  r.out = read_file(out_path);
-  r.err = read_file(err_path);
-  r.max_rss_kb = usage.ru_maxrss;
-  std::filesystem::remove(out_path);
-  std::filesystem::remove(err_path);
-  return r;
-}
+// A child started by spawn_process: its pid and where its output goes.
+struct Spawned {
+  pid_t pid = -1;
+  std::string out_path;
+  std::string err_path;
+};
 
-// Starts argv in the background with stdout/stderr into files under
-// scratch_dir; returns the pid. Finish it with wait_process.
-inline pid_t spawn_process(const std::vector<std::string>& argv, const std::string& scratch_dir,
-                           const std::vector<std::string>& env = {}) {
-  const std::string out_path = scratch_dir + "/.bg_stdout", err_path = scratch_dir + "/.bg_stderr";
-  pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+// Starts argv[0] with the given arguments and extra environment ("K=V"); stdout
+// and stderr go to files in scratch_dir, so a chatty child never blocks on a
+// full pipe. Finish it with wait_process.
+inline Spawned spawn_process(const std::vector<std::string>& argv, const std::string& scratch_dir,
+                             const std::vector<std::string>& env = {}) {
+  static int counter = 0;
+  const std::string base = scratch_dir + "/.child" + std::to_string(++counter);
+  Spawned s{-1, base + ".out", base + ".err"};
+  s.pid = ::fork();
+  if (s.pid < 0) throw std::runtime_error("fork failed");
+  if (s.pid == 0) {
+    int out = ::open(s.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = ::open(s.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(out, 1);
     ::dup2(err, 2);
     for (const auto& kv : env) ::putenv(const_cast<char*>(kv.c_str()));
@@ -112,34 +92,41 @@ inline pid_t spawn_process(const std::vector<std::string>& argv, const std::stri
     ::execv(args[0], args.data());
     ::_exit(127);
   }
-  return pid;
+  return s;
 }
 
-// Waits for `pid` up to `timeout`; kills it (SIGKILL) if it is still running.
-// exit_code is -1000 on timeout.
-inline ProcessResult wait_process(pid_t pid, const std::string& scratch_dir, std::chrono::milliseconds timeout) {
+// Waits for the child up to `timeout`, killing it (SIGKILL) if it is still
+// running then; exit_code is -1000 on timeout. Collects and removes its output.
+inline ProcessResult wait_process(const Spawned& child, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   int status = 0;
   struct rusage usage {};
   ProcessResult r;
   for (;;) {
-    const pid_t done = ::wait4(pid, &status, WNOHANG, &usage);
-    if (done == pid) {
+    const pid_t done = ::wait4(child.pid, &status, WNOHANG, &usage);
+    if (done == child.pid) {
       r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
       break;
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::wait4(pid, &status, 0, &usage);
+      ::kill(child.pid, SIGKILL);
+      ::wait4(child.pid, &status, 0, &usage);
       r.exit_code = -1000;
       break;
     }
-    ::usleep(5000);  // polling a child's exit; not synchronisation of the work itself
+    ::usleep(2000);  // polling a child's exit; not synchronisation of the work itself
   }
-  r.out = read_file(scratch_dir + "/.bg_stdout");
-  r.err = read_file(scratch_dir + "/.bg_stderr");
+  r.out = read_file(child.out_path);
+  r.err = read_file(child.err_path);
   r.max_rss_kb = usage.ru_maxrss;
+  std::filesystem::remove(child.out_path);
+  std::filesystem::remove(child.err_path);
   return r;
+}
+
+// Runs argv to completion (at most 15 minutes).
+inline ProcessResult run_process(const std::vector<std::string>& argv, const std::string& scratch_dir) {
+  return wait_process(spawn_process(argv, scratch_dir), std::chrono::minutes(15));
 }
 
 // Child pids of `pid` (from /proc/PID/task/*/children).
