@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "shm/ring.h"
+#include "shm/slab.h"
 
 namespace corepool::shm {
 
@@ -65,7 +66,7 @@ static_assert(std::is_standard_layout_v<WorkerControl>);
 // Where things are in a channel segment for a model with `samples` floats per
 // segment and `labels` scores.
 struct ChannelLayout {
-  uint32_t slot_bytes = 0;
+  SlabLayout slab{};
   uint64_t slab_offset = 0;
   uint64_t total_bytes = 0;
   uint32_t result_offset = 0;  // within a slot: scores or error text start here
@@ -75,9 +76,9 @@ struct ChannelLayout {
     ChannelLayout l;
     l.result_offset = static_cast<uint32_t>(round64(uint64_t{samples} * sizeof(float)));
     const uint64_t result_bytes = std::max<uint64_t>(uint64_t{labels} * sizeof(float), kErrorTextBytes);
-    l.slot_bytes = static_cast<uint32_t>(round64(l.result_offset + result_bytes));
+    l.slab = make_slab_layout(kRingSlots, l.result_offset + result_bytes);
     l.slab_offset = round64(sizeof(ChannelData));
-    l.total_bytes = l.slab_offset + uint64_t{l.slot_bytes} * kRingSlots;
+    l.total_bytes = l.slab_offset + l.slab.total_bytes();
     return l;
   }
 };

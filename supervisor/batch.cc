@@ -117,7 +117,6 @@ void BatchRun::process(const BatchInput& input, Executor& executor) {
     try {
       while (stream.read(block)) {
         segmenter.push(block.data(), block.size());
-        progress_.add_audio_seconds(static_cast<double>(block.size()) / model_.sample_rate);
         block.clear();
         while (segmenter.next(segment)) submit(id, segment, executor);
       }
@@ -148,7 +147,10 @@ void BatchRun::on_complete(SegmentResult&& r) {
   if (it == jobs_.end()) return;  // late duplicate of a finished file
   FileJob& job = it->second;
   ++job.completed;
+  // Progress counts audio as inferred, not as decoded (decoding runs ahead by
+  // the queue's depth): each segment advances the file by one hop.
   progress_.add_segments(1);
+  progress_.add_audio_seconds(model_.hop_seconds);
   if (job.error.empty() && !r.error.empty()) {
     job.error = job.input.path + ": segment " + std::to_string(r.index) + ": " + r.error;
   }

@@ -187,7 +187,8 @@ void print_throughput(const std::vector<Point>& points, double hop_seconds, int 
 }  // namespace
 
 std::string run_self(const std::vector<std::string>& args) {
-  std::string cmd = "/proc/self/exe";
+  // Resolved here: inside popen's shell, /proc/self/exe would be the shell.
+  std::string cmd = std::filesystem::read_symlink("/proc/self/exe").string();
   for (const auto& a : args) cmd += " '" + a + "'";
   std::FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) throw std::runtime_error("bench: cannot run " + cmd);

@@ -83,13 +83,14 @@ class ProcessPool::Impl {
     shm::ChannelData* channel = nullptr;
     std::unique_ptr<shm::RingProducer<shm::RequestDesc, shm::kRingSlots>> requests;
     std::unique_ptr<shm::RingConsumer<shm::CompletionDesc, shm::kRingSlots>> completions;
-    std::vector<uint64_t> slot_owner;  // request id per slab slot; 0 = free
-    size_t busy = 0;                    // slots in use
+    shm::SlotPool slots{shm::kRingSlots};  // one slab slot per request in flight
+    std::vector<uint64_t> slot_owner;       // request id per slab slot; 0 = free
     int eventfd = -1;
     uv_poll_t poll{};
     uv_timer_t respawn_timer{};
     int boot_crashes = 0;               // consecutive deaths before ready
     bool kill_sent = false;
+    bool has_run = false;               // a worker of this slot has been spawned before
   };
 
   // Loop-thread steps.
@@ -200,7 +201,6 @@ void ProcessPool::Impl::start() {
       auto* impl = static_cast<Impl*>(h->loop->data);
       impl->on_eventfd(*worker);
     });
-    spawn(*w);
   }
   loop_thread_ = std::thread([this] { run_loop(); });
 
@@ -221,8 +221,8 @@ void ProcessPool::Impl::init_channel(Worker& w) {
   w.completions = std::make_unique<shm::RingConsumer<shm::CompletionDesc, shm::kRingSlots>>(&w.channel->completions);
   // The supervisor never spins: a worker signals the eventfd after every push.
   w.channel->completions.consumer_sleeping.store(1);
+  w.slots.reset();
   w.slot_owner.assign(shm::kRingSlots, 0);
-  w.busy = 0;
   w.kill_sent = false;
 }
 
@@ -237,6 +237,15 @@ void ProcessPool::Impl::spawn(Worker& w) {
   setup.completion_eventfd = w.eventfd;
   setup.log_level = options_.log_level;
   if (options_.naive_weights) setup.naive_model_dir = model_->dir;
+  // The first generation proves the model runs here (a boot failure stops the
+  // pool); a replacement runs the very same module, so it skips that forward()
+  // and answers sooner.
+  setup.check_model = !w.has_run;
+  w.has_run = true;
+  if (weights_) {
+    setup.weights = weights_->segment.data();
+    setup.weights_bytes = weights_->segment.size();
+  }
   const pid_t pid = ::fork();
   if (pid < 0) {
     spdlog::error("fork() failed while spawning worker {}: {}", w.index, std::strerror(errno));
@@ -253,6 +262,10 @@ void ProcessPool::Impl::spawn(Worker& w) {
 }
 
 void ProcessPool::Impl::run_loop() {
+  // Every fork happens on this thread, first ones included: PR_SET_PDEATHSIG
+  // fires when the *thread* that forked a worker ends, and this thread lives
+  // exactly as long as the pool.
+  for (auto& w : workers_) spawn(*w);
   uv_run(&loop_, UV_RUN_DEFAULT);
 }
 
@@ -277,18 +290,19 @@ void ProcessPool::Impl::dispatch() {
     Worker* best = nullptr;
     for (auto& w : workers_) {
       const bool live = w->state == SlotState::kReady || w->state == SlotState::kStarting;
-      if (live && !w->kill_sent && w->busy < shm::kRingSlots && (!best || w->busy < best->busy)) best = w.get();
+      if (live && !w->kill_sent && w->slots.in_use() < w->slots.capacity() &&
+          (!best || w->slots.in_use() < best->slots.in_use())) {
+        best = w.get();
+      }
     }
     if (!best) break;
     Request req = std::move(queue_.front());
     queue_.pop_front();
-    uint32_t slot = 0;
-    while (best->slot_owner[slot] != 0) ++slot;
-    char* dst = static_cast<char*>(best->segment.data()) + layout_.slab_offset + uint64_t{slot} * layout_.slot_bytes;
+    const uint32_t slot = *best->slots.acquire();  // a free slot exists: checked above
+    char* dst = static_cast<char*>(best->segment.data()) + layout_.slab_offset + layout_.slab.offset_of(slot);
     const size_t n = std::min<size_t>(req.task.samples.size(), layout_.result_offset / sizeof(float));
     std::memcpy(dst, req.task.samples.data(), n * sizeof(float));
     best->slot_owner[slot] = req.id;
-    ++best->busy;
     best->requests->try_push({req.id, slot, static_cast<uint32_t>(req.task.samples.size()),
                               req.kills > 0 ? shm::kRunAlone : 0u, 0u});
     owner_[req.id] = best->index;
@@ -329,11 +343,11 @@ void ProcessPool::Impl::drain_completions(Worker& w) {
       continue;
     }
     w.slot_owner[done.slot] = 0;
-    --w.busy;
+    w.slots.release(done.slot);
     auto it = in_flight_.find(done.request);
     if (it == in_flight_.end()) continue;
     const char* result = static_cast<const char*>(w.segment.data()) + layout_.slab_offset +
-                         uint64_t{done.slot} * layout_.slot_bytes + layout_.result_offset;
+                         layout_.slab.offset_of(done.slot) + layout_.result_offset;
     SegmentResult r{it->second.task.stream, it->second.task.index, {}, {}};
     if (done.status == 0) {
       const auto* scores = reinterpret_cast<const float*>(result);
@@ -390,7 +404,7 @@ void ProcessPool::Impl::on_exit(Worker& w, int status) {
     if (boot_error_.empty()) boot_error_ = "worker " + std::to_string(w.index) + " could not start: see its log above";
     ready_cv_.notify_all();
   } else {
-    spdlog::warn("worker {} {}; {} request(s) in flight go to other workers", w.index, how, w.busy);
+    spdlog::warn("worker {} {}; {} request(s) in flight go to other workers", w.index, how, w.slots.in_use());
     w.state = SlotState::kDead;
     if (!was_ready) ++w.boot_crashes;
   }
@@ -444,7 +458,7 @@ void ProcessPool::Impl::requeue_in_flight(Worker& w, const std::string& how, boo
     queue_.push_front(std::move(req));
   }
   w.slot_owner.assign(shm::kRingSlots, 0);
-  w.busy = 0;
+  w.slots.reset();
 }
 
 void ProcessPool::Impl::schedule_respawn(Worker& w) {

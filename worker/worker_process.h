@@ -25,6 +25,9 @@ struct WorkerSetup {
   int completion_eventfd = -1;  // signalled after pushing completions
   std::string log_level = "info";
   std::string naive_model_dir;  // non-empty: load a private copy (naive mode, for benchmarks)
+  bool check_model = true;       // run one forward() before ready (the pool's first generation)
+  const void* weights = nullptr;  // the shared weight segment, prefaulted at start
+  size_t weights_bytes = 0;
 };
 
 [[noreturn]] void run_worker_process(const WorkerSetup& setup, shm::ChannelData* channel,
