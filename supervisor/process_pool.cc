@@ -133,7 +133,6 @@ class ProcessPool::Impl {
 
   std::deque<Request> queue_;                        // loop thread: waiting for a slot
   std::unordered_map<uint64_t, Request> in_flight_;  // loop thread: id -> request
-  std::unordered_map<uint64_t, int> owner_;          // loop thread: id -> worker index
 
   mutable std::mutex mu_;
   std::condition_variable space_cv_;
@@ -250,6 +249,7 @@ void ProcessPool::Impl::spawn(Worker& w) {
   if (pid < 0) {
     spdlog::error("fork() failed while spawning worker {}: {}", w.index, std::strerror(errno));
     w.state = SlotState::kDead;
+    ++w.boot_crashes;  // back off: fork fails for a reason (memory, pid limit) that takes time to pass
     schedule_respawn(w);
     return;
   }
@@ -305,7 +305,6 @@ void ProcessPool::Impl::dispatch() {
     best->slot_owner[slot] = req.id;
     best->requests->try_push({req.id, slot, static_cast<uint32_t>(req.task.samples.size()),
                               req.kills > 0 ? shm::kRunAlone : 0u, 0u});
-    owner_[req.id] = best->index;
     in_flight_.emplace(req.id, std::move(req));
     if (std::find(pushed.begin(), pushed.end(), best) == pushed.end()) pushed.push_back(best);
   }
@@ -356,7 +355,6 @@ void ProcessPool::Impl::drain_completions(Worker& w) {
       r.error.assign(result, strnlen(result, shm::kErrorTextBytes));
     }
     in_flight_.erase(it);
-    owner_.erase(done.request);
     deliver(std::move(r));
   }
 }
@@ -433,7 +431,6 @@ void ProcessPool::Impl::requeue_in_flight(Worker& w, const std::string& how, boo
     if (it == in_flight_.end()) continue;
     Request req = std::move(it->second);
     in_flight_.erase(it);
-    owner_.erase(id);
     const bool suspect = std::find(suspects.begin(), suspects.end(), id) != suspects.end();
     if (suspect) {
       req.kills += 1;
