@@ -1,0 +1,104 @@
+// A reusable HTTP/1.1 server on its own libuv loop thread: `corepool serve`
+// puts its Open Inference Protocol endpoints behind it. The server owns its
+// loop, listeners and connections; a Handler runs on the loop thread and
+// answers through a Responder that may outlive the request, the connection and
+// even the server (a late send is then a no-op). Not yet wired into main.cc.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace corepool {
+
+struct HttpRequest {
+  std::string method;                          // "GET", "POST", ...
+  std::string target;                          // "/v2/health/live?x=1", as sent
+  std::string version;                         // "HTTP/1.1" or "HTTP/1.0"
+  std::map<std::string, std::string> headers;  // lower-case names; repeats joined with ", "
+  std::string body;                            // de-chunked
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  // Extra headers. Content-Length (on every answer but 1xx/204), Transfer-Encoding
+  // and Connection are the server's own and are dropped here, but a
+  // "Connection: close" makes the server close the connection after sending.
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+struct HttpServerOptions {
+  std::string tcp_host = "127.0.0.1";  // IPv4 or IPv6 literal; empty = no TCP listener
+  int tcp_port = 8080;                 // 0 = ephemeral, see HttpServer::port()
+  std::string unix_path;               // empty = none; created 0660, removed on stop
+  std::vector<int> inherited_fds;      // already-listening sockets (systemd); the server owns them
+  std::uint64_t max_body_bytes = 64ull << 20;
+  std::uint32_t max_header_bytes = 16u << 10;
+  int max_connections = 1024;
+  int idle_timeout_ms = 60000;    // keep-alive: between requests
+  int header_timeout_ms = 10000;  // a request's headers must arrive within this (slowloris)
+  int body_timeout_ms = 60000;    // its body within this, counted from the end of headers
+};
+
+// Counters since start(). A snapshot, copied under a lock.
+struct HttpStats {
+  std::uint64_t connections_accepted = 0;
+  std::uint64_t connections_rejected = 0;  // answered 503: over max_connections
+  std::uint64_t connections_open = 0;      // accepted and not yet closed
+  std::uint64_t requests = 0;              // complete requests handed to the handler
+  std::uint64_t bytes_received = 0;
+  std::uint64_t bytes_sent = 0;
+  std::map<int, std::uint64_t> responses_by_status;  // everything written, errors included
+};
+
+// The way back to one request's connection. Copyable; all copies share one
+// state. send() may be called from any thread, and takes effect once: later
+// calls are ignored (and logged). If the last copy is dropped without a send,
+// the client gets a 500 {"error": "handler dropped the request"}, so a buggy
+// handler never leaks a connection. If the connection is gone, send is a no-op.
+class Responder {
+ public:
+  struct State;
+  explicit Responder(std::shared_ptr<State> state);
+  void send(HttpResponse response) const;
+  bool sent() const;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+class HttpServer {
+ public:
+  // Runs on the loop thread: it must not block. Slow work goes elsewhere and
+  // answers later through the Responder.
+  using Handler = std::function<void(HttpRequest&&, Responder)>;
+
+  explicit HttpServer(HttpServerOptions options);
+  ~HttpServer();  // stop(0ms): in-flight requests are cut off
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds and listens on the calling thread, then starts the loop thread.
+  // Throws std::runtime_error with context ("cannot listen on 127.0.0.1:8080:
+  // address already in use"); nothing is left open after a throw.
+  void start(Handler handler);
+  int port() const;  // the bound TCP port; 0 when there is no TCP listener
+  // Stop accepting, let in-flight requests finish until `drain` has passed,
+  // close everything and join the loop thread. Idempotent. Never call it from
+  // the handler (the loop thread would join itself).
+  void stop(std::chrono::milliseconds drain);
+  HttpStats stats() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace corepool

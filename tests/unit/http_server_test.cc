@@ -1,0 +1,697 @@
+// Unit tests for supervisor/http_server.h over real sockets: a plain POSIX
+// client on 127.0.0.1 (ephemeral port) or a Unix socket in a mkdtemp dir.
+// Every client read has a 5 s SO_RCVTIMEO, so no test can hang. The fixture
+// owns the server and the temp dir, and ends with a leak check: after the
+// server is destroyed the process has exactly the fds it had before.
+#include "supervisor/http_server.h"
+
+#include <dirent.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <uv.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+namespace corepool {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+constexpr auto kDeadline = 5s;
+
+struct Reply {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;
+};
+
+// A blocking client socket with 5 s send/receive timeouts.
+class Client {
+ public:
+  explicit Client(int fd) : fd_(fd) {
+    timeval tv{5, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  }
+  ~Client() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Client(const Client&) = delete;
+
+  static std::unique_ptr<Client> tcp(int port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      ::close(fd);
+      return nullptr;
+    }
+    return std::make_unique<Client>(fd);
+  }
+
+  static std::unique_ptr<Client> unix_socket(const std::string& path) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      ::close(fd);
+      return nullptr;
+    }
+    return std::make_unique<Client>(fd);
+  }
+
+  bool send(std::string_view bytes) {
+    while (!bytes.empty()) {
+      ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      bytes.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+
+  // One response (status, headers, Content-Length body); nullopt on EOF or timeout.
+  std::optional<Reply> read_reply() {
+    size_t end;
+    while ((end = buf_.find("\r\n\r\n")) == std::string::npos)
+      if (!fill()) return std::nullopt;
+    Reply reply;
+    std::string head = buf_.substr(0, end + 2);
+    buf_.erase(0, end + 4);
+    reply.status = std::atoi(head.c_str() + 9);  // "HTTP/1.1 200 ..."
+    for (size_t pos = head.find("\r\n") + 2; pos < head.size();) {
+      size_t eol = head.find("\r\n", pos), colon = head.find(':', pos);
+      std::string name = head.substr(pos, colon - pos);
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      reply.headers[name] = head.substr(colon + 2, eol - colon - 2);
+      pos = eol + 2;
+    }
+    size_t length = reply.headers.count("content-length") ? std::stoul(reply.headers["content-length"]) : 0;
+    while (buf_.size() < length)
+      if (!fill()) return std::nullopt;
+    reply.body = buf_.substr(0, length);
+    buf_.erase(0, length);
+    return reply;
+  }
+
+  // True when the server closed the connection (EOF or reset) before the timeout.
+  bool closed_by_server() {
+    char c;
+    ssize_t n;
+    do n = ::recv(fd_, &c, 1, 0);
+    while (n > 0);
+    return n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+  }
+
+  // Vanish abruptly: RST instead of FIN.
+  void reset() {
+    linger lg{1, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    ::close(fd_);
+    fd_ = -1;
+  }
+
+  void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
+
+ private:
+  bool fill() {
+    char chunk[16384];
+    ssize_t n = ::recv(fd_, chunk, sizeof(chunk), 0);
+    if (n <= 0) return false;
+    buf_.append(chunk, static_cast<size_t>(n));
+    return true;
+  }
+
+  int fd_;
+  std::string buf_;
+};
+
+std::string get(const std::string& target, const std::string& extra = "") {
+  return "GET " + target + " HTTP/1.1\r\nHost: test\r\n" + extra + "\r\n";
+}
+
+std::string post(const std::string& body) {
+  return "POST /echo HTTP/1.1\r\nHost: test\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// Answers {"method", "target", "body"} at once.
+void echo(HttpRequest&& request, Responder responder) {
+  HttpResponse response;
+  response.body = json{{"method", request.method}, {"target", request.target}, {"body", request.body}}.dump();
+  responder.send(std::move(response));
+}
+
+// Polls a condition until it holds or the deadline passes: a wait on an event
+// the server exposes only through stats().
+template <typename Pred>
+bool eventually(Pred pred) {
+  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+// Responders handed from the loop thread to the test thread.
+class ResponderQueue {
+ public:
+  void push(Responder r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(r));
+    cv_.notify_all();
+  }
+  std::optional<Responder> pop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, kDeadline, [&] { return !queue_.empty(); })) return std::nullopt;
+    Responder r = queue_.front();
+    queue_.pop_front();
+    return r;
+  }
+  size_t size() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return queue_.size();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Responder> queue_;
+};
+
+HttpResponse text(std::string body) {
+  HttpResponse response;
+  response.content_type = "text/plain";
+  response.body = std::move(body);
+  return response;
+}
+
+size_t count_fds() {
+  size_t n = 0;
+  for (auto it = fs::directory_iterator("/proc/self/fd"); it != fs::directory_iterator(); ++it) ++n;
+  return n;
+}
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // libuv opens a process-wide pipe (its signal lock) with the first loop and
+    // keeps it; open it before counting so that it is not mistaken for a leak.
+    static const bool warmed = [] {
+      uv_loop_t loop;
+      uv_loop_init(&loop);
+      uv_loop_close(&loop);
+      return true;
+    }();
+    (void)warmed;
+    fds_before_ = count_fds();
+    std::string pattern = ::testing::TempDir() + "corepool-http-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+
+  void TearDown() override {
+    server_.reset();
+    EXPECT_EQ(count_fds(), fds_before_) << "file descriptors leaked";
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  static HttpServerOptions local() {
+    HttpServerOptions options;
+    options.tcp_port = 0;
+    return options;
+  }
+
+  HttpServer& serve(HttpServerOptions options, HttpServer::Handler handler) {
+    server_ = std::make_unique<HttpServer>(std::move(options));
+    server_->start(std::move(handler));
+    return *server_;
+  }
+
+  std::unique_ptr<Client> connect() { return Client::tcp(server_->port()); }
+
+  std::unique_ptr<HttpServer> server_;
+  size_t fds_before_ = 0;
+  fs::path dir_;
+};
+
+TEST_F(HttpServerTest, GetIsAnsweredWithTheHandlersJsonAndCounted) {
+  serve(local(), echo);
+  auto client = connect();
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(client->send(get("/v2/health/live")));
+  auto reply = client->read_reply();
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 200);
+  EXPECT_EQ(reply->headers["content-type"], "application/json");
+  EXPECT_EQ(json::parse(reply->body)["target"], "/v2/health/live");
+  HttpStats stats = server_->stats();
+  EXPECT_EQ(stats.requests, 1u);
+  EXPECT_EQ(stats.responses_by_status[200], 1u);
+  EXPECT_EQ(stats.connections_open, 1u);
+  EXPECT_GT(stats.bytes_received, 0u);
+  // Counted in the write callback, which may run after the client has read.
+  EXPECT_TRUE(eventually([&] { return server_->stats().bytes_sent > reply->body.size(); }));
+}
+
+TEST_F(HttpServerTest, PortZeroBindsARealPort) {
+  serve(local(), echo);
+  EXPECT_GT(server_->port(), 0);
+  auto client = connect();
+  ASSERT_TRUE(client);
+}
+
+TEST_F(HttpServerTest, BusyPortFailsWithContext) {
+  serve(local(), echo);
+  HttpServerOptions options = local();
+  options.tcp_port = server_->port();
+  HttpServer second(options);
+  try {
+    second.start(echo);
+    FAIL() << "start() on a busy port did not throw";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "cannot listen on 127.0.0.1:" + std::to_string(server_->port()) + ": address already in use");
+  }
+}
+
+TEST_F(HttpServerTest, KeepAliveConnectionServesTwoRequests) {
+  serve(local(), echo);
+  auto client = connect();
+  ASSERT_TRUE(client);
+  for (const char* target : {"/one", "/two"}) {
+    ASSERT_TRUE(client->send(get(target)));
+    auto reply = client->read_reply();
+    ASSERT_TRUE(reply) << target;
+    EXPECT_EQ(json::parse(reply->body)["target"], target);
+    EXPECT_EQ(reply->headers.count("connection"), 0u);
+  }
+  EXPECT_EQ(server_->stats().connections_accepted, 1u);
+}
+
+TEST_F(HttpServerTest, PipelinedRequestsAreAnsweredInOrderOneAtATime) {
+  ResponderQueue held;
+  std::vector<std::string> targets;
+  std::mutex mu;
+  serve(local(), [&](HttpRequest&& request, Responder responder) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      targets.push_back(request.target);
+    }
+    held.push(responder);
+  });
+  auto client = connect();
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(client->send(get("/a") + get("/b")));
+  auto first = held.pop();
+  ASSERT_TRUE(first);
+  EXPECT_EQ(held.size(), 0u) << "the second request was parsed before the first was answered";
+  first->send(text("a"));
+  auto second = held.pop();
+  ASSERT_TRUE(second);
+  second->send(text("b"));
+  auto reply_a = client->read_reply(), reply_b = client->read_reply();
+  ASSERT_TRUE(reply_a && reply_b);
+  EXPECT_EQ(reply_a->body, "a");
+  EXPECT_EQ(reply_b->body, "b");
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(targets, (std::vector<std::string>{"/a", "/b"}));
+}
+
+TEST_F(HttpServerTest, ResponseSentFromAnotherThreadReachesTheClient) {
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::vector<std::thread> workers;
+  std::mutex mu;
+  serve(local(), [&](HttpRequest&&, Responder responder) {
+    std::lock_guard<std::mutex> lock(mu);
+    workers.emplace_back([responder, released] {
+      released.wait();  // the latch: the test decides when the answer goes out
+      responder.send(text("from a worker"));
+    });
+  });
+  auto client = connect();
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(client->send(get("/slow")));
+  ASSERT_TRUE(eventually([&] { return server_->stats().requests == 1; }));
+  EXPECT_TRUE(server_->stats().responses_by_status.empty());
+  release.set_value();
+  auto reply = client->read_reply();
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->body, "from a worker");
+  std::lock_guard<std::mutex> lock(mu);
+  for (auto& t : workers) t.join();
+}
+
+TEST_F(HttpServerTest, ContentLengthBodyReachesTheHandlerIntact) {
+  serve(local(), echo);
+  std::string body(200000, '\0');
+  std::mt19937 rng(7);
+  for (char& c : body) c = static_cast<char>('a' + rng() % 26);
+  auto client = connect();
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(client->send(post(body)));
+  auto reply = client->read_reply();
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 200);
+  auto answer = json::parse(reply->body);
+  EXPECT_EQ(answer["method"], "POST");
+  EXPECT_EQ(answer["body"], body);
+}
+
+TEST_F(HttpServerTest, ChunkedBodyReachesTheHandlerIntact) {
+  serve(local(), echo);
+  auto client = connect();
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(client->send("POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                           "5\r\nhello\r\n"));
+  ASSERT_TRUE(client->send("6\r\n world\r\n0\r\n\r\n"));
+  auto reply = client->read_reply();
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(json::parse(reply->body)["body"], "hello world");
+}
+
+TEST_F(HttpServerTest, ExpectContinueIsAnsweredBeforeTheBody) {
+  serve(local(), echo);
+  auto client = connect();
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(client->send("POST /echo HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n"));
+  auto interim = client->read_reply();
+  ASSERT_TRUE(interim);
+  EXPECT_EQ(interim->status, 100);
+  ASSERT_TRUE(client->send("data"));
+  auto reply = client->read_reply();
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(json::parse(reply->body)["body"], "data");
+}
+
+void expect_error_and_close(Client& client, int status) {
+  auto reply = client.read_reply();
+  ASSERT_TRUE(reply) << "no answer, expected " << status;
+  EXPECT_EQ(reply->status, status);
+  EXPECT_EQ(reply->headers["connection"], "close");
+  EXPECT_TRUE(json::parse(reply->body).contains("error")) << reply->body;
+  EXPECT_TRUE(client.closed_by_server());
+}
+
+TEST_F(HttpServerTest, BodyOverTheLimitIs413AndClosesTheConnection) {
+  HttpServerOptions options = local();
+  options.max_body_bytes = 1024;
+  serve(options, echo);
+  auto client = connect();
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(client->send(post(std::string(4096, 'x'))));
+  expect_error_and_close(*client, 413);
+}
+
+TEST_F(HttpServerTest, ChunkedBodyOverTheLimitIs413) {
+  HttpServerOptions options = local();
+  options.max_body_bytes = 8;
+  serve(options, echo);
+  auto client = connect();
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(client->send("POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                           "10\r\n0123456789abcdef\r\n0\r\n\r\n"));
+  expect_error_and_close(*client, 413);
+}
+
+TEST_F(HttpServerTest, HeadersOverTheLimitAre431) {
+  HttpServerOptions options = local();
+  options.max_header_bytes = 1024;
+  serve(options, echo);
+  auto client = connect();
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(client->send(get("/", "X-Big: " + std::string(4000, 'a') + "\r\n")));
+  expect_error_and_close(*client, 431);
+}
+
+TEST_F(HttpServerTest, GarbageIs400AndClosesTheConnection) {
+  serve(local(), echo);
+  auto client = connect();
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(client->send(std::string("\x01\x02 garbage \xff\r\n\r\n", 17)));
+  expect_error_and_close(*client, 400);
+  EXPECT_EQ(server_->stats().responses_by_status[400], 1u);
+}
+
+TEST_F(HttpServerTest, StalledHeadersGet408WithinTheHeaderTimeout) {
+  HttpServerOptions options = local();
+  options.header_timeout_ms = 300;
+  serve(options, echo);
+  auto client = connect();
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(client->send("GET / HTTP/1.1\r\nHost: t\r\n"));  // and then nothing
+  expect_error_and_close(*client, 408);
+}
+
+TEST_F(HttpServerTest, StalledBodyGets408WithinTheBodyTimeout) {
+  HttpServerOptions options = local();
+  options.body_timeout_ms = 300;
+  serve(options, echo);
+  auto client = connect();
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(client->send("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc"));
+  expect_error_and_close(*client, 408);
+}
+
+TEST_F(HttpServerTest, ConnectionsOverTheLimitGet503WithRetryAfter) {
+  HttpServerOptions options = local();
+  options.max_connections = 2;
+  serve(options, echo);
+  auto first = connect(), second = connect();
+  ASSERT_TRUE(first && second);
+  for (Client* c : {first.get(), second.get()}) {  // both accepted and counted
+    ASSERT_TRUE(c->send(get("/")));
+    ASSERT_TRUE(c->read_reply());
+  }
+  auto third = connect();
+  ASSERT_TRUE(third);
+  auto reply = third->read_reply();
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 503);
+  EXPECT_EQ(reply->headers["retry-after"], "1");
+  EXPECT_TRUE(third->closed_by_server());
+  EXPECT_EQ(server_->stats().connections_rejected, 1u);
+  first.reset();  // a freed slot is usable again
+  ASSERT_TRUE(eventually([&] { return server_->stats().connections_open == 1; }));
+  auto fourth = connect();
+  ASSERT_TRUE(fourth && fourth->send(get("/")));
+  auto ok = fourth->read_reply();
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+}
+
+TEST_F(HttpServerTest, UnixSocketServesWithMode0660AndReplacesAStaleFile) {
+  const std::string path = (dir_ / "corepool.sock").string();
+  {  // a stale socket file, as a killed server leaves it
+    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    ::close(fd);
+  }
+  HttpServerOptions options;
+  options.tcp_host.clear();
+  options.unix_path = path;
+  serve(options, echo);
+  EXPECT_EQ(server_->port(), 0);
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  auto client = Client::unix_socket(path);
+  ASSERT_TRUE(client && client->send(get("/unix")));
+  auto reply = client->read_reply();
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(json::parse(reply->body)["target"], "/unix");
+  client.reset();
+  server_->stop(1s);
+  EXPECT_FALSE(fs::exists(path)) << "socket file left after stop";
+}
+
+TEST_F(HttpServerTest, UnixPathThatIsNotASocketIsLeftAloneAndRefused) {
+  const std::string path = (dir_ / "not-a-socket").string();
+  { std::ofstream(path) << "precious"; }
+  HttpServerOptions options;
+  options.tcp_host.clear();
+  options.unix_path = path;
+  HttpServer server(options);
+  EXPECT_THROW(server.start(echo), std::runtime_error);
+  EXPECT_TRUE(fs::exists(path));
+}
+
+TEST_F(HttpServerTest, StopLetsAnInFlightRequestFinishWithinTheDrain) {
+  ResponderQueue held;
+  serve(local(), [&](HttpRequest&&, Responder r) { held.push(r); });
+  const int port = server_->port();
+  auto client = connect();
+  ASSERT_TRUE(client && client->send(get("/in-flight")));
+  auto responder = held.pop();
+  ASSERT_TRUE(responder);
+  std::thread stopper([&] { server_->stop(10s); });
+  // Stop has begun once the listener is gone.
+  EXPECT_TRUE(eventually([&] { return Client::tcp(port) == nullptr; }));
+  responder->send(text("finished"));
+  auto reply = client->read_reply();
+  client.reset();  // spares the server its lingering close
+  stopper.join();
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->body, "finished");
+  EXPECT_EQ(reply->headers["connection"], "close");
+}
+
+TEST_F(HttpServerTest, StopCutsOffARequestAtTheDrainDeadline) {
+  ResponderQueue held;
+  serve(local(), [&](HttpRequest&&, Responder r) { held.push(r); });
+  auto client = connect();
+  ASSERT_TRUE(client && client->send(get("/never")));
+  auto responder = held.pop();
+  ASSERT_TRUE(responder);
+  server_->stop(50ms);
+  EXPECT_TRUE(client->closed_by_server());
+  responder->send(text("too late"));  // the server is gone: a no-op
+  EXPECT_TRUE(responder->sent());
+}
+
+TEST_F(HttpServerTest, ClientThatVanishesBeforeTheResponseLeavesTheServerHealthy) {
+  ResponderQueue held;
+  serve(local(), [&](HttpRequest&& request, Responder r) {
+    if (request.target == "/hold") held.push(r);
+    else r.send(text("ok"));
+  });
+  auto client = connect();
+  ASSERT_TRUE(client && client->send(get("/hold")));
+  auto responder = held.pop();
+  ASSERT_TRUE(responder);
+  client->reset();
+  ASSERT_TRUE(eventually([&] { return server_->stats().connections_open == 0; }));
+  responder->send(text("nobody listens"));  // a no-op
+  auto next = connect();
+  ASSERT_TRUE(next && next->send(get("/")));
+  auto reply = next->read_reply();
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->body, "ok");
+  EXPECT_EQ(server_->stats().responses_by_status.count(200), 1u);
+  EXPECT_EQ(server_->stats().responses_by_status[200], 1u) << "the vanished client's answer was counted";
+}
+
+TEST_F(HttpServerTest, DroppedResponderAnswers500) {
+  serve(local(), [](HttpRequest&&, Responder) {});
+  auto client = connect();
+  ASSERT_TRUE(client && client->send(get("/")));
+  auto reply = client->read_reply();
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 500);
+  EXPECT_TRUE(json::parse(reply->body).contains("error"));
+}
+
+TEST_F(HttpServerTest, ThrowingHandlerAnswers500AndKeepsServing) {
+  serve(local(), [](HttpRequest&& request, Responder r) {
+    if (request.target == "/throw") throw std::runtime_error("boom");
+    r.send(text("ok"));
+  });
+  auto client = connect();
+  ASSERT_TRUE(client && client->send(get("/throw")));
+  auto failed = client->read_reply();
+  ASSERT_TRUE(failed);
+  EXPECT_EQ(failed->status, 500);
+  ASSERT_TRUE(client->send(get("/")));
+  auto ok = client->read_reply();
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+}
+
+TEST_F(HttpServerTest, SecondSendIsIgnored) {
+  serve(local(), [](HttpRequest&&, Responder r) {
+    r.send(text("first"));
+    r.send(text("second"));
+  });
+  auto client = connect();
+  ASSERT_TRUE(client && client->send(get("/") + get("/")));
+  auto a = client->read_reply(), b = client->read_reply();
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->body, "first");
+  EXPECT_EQ(b->body, "first");
+}
+
+TEST_F(HttpServerTest, ConnectionCloseIsHonoured) {
+  serve(local(), echo);
+  auto client = connect();
+  ASSERT_TRUE(client && client->send(get("/", "Connection: close\r\n")));
+  auto reply = client->read_reply();
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 200);
+  EXPECT_EQ(reply->headers["connection"], "close");
+  EXPECT_TRUE(client->closed_by_server());
+}
+
+TEST_F(HttpServerTest, Http10ClosesUnlessKeepAliveIsAsked) {
+  serve(local(), echo);
+  auto plain = connect();
+  ASSERT_TRUE(plain && plain->send("GET /a HTTP/1.0\r\n\r\n"));
+  ASSERT_TRUE(plain->read_reply());
+  EXPECT_TRUE(plain->closed_by_server());
+  auto kept = connect();
+  ASSERT_TRUE(kept && kept->send("GET /b HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"));
+  auto reply = kept->read_reply();
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->headers["connection"], "keep-alive");
+  ASSERT_TRUE(kept->send("GET /c HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"));
+  EXPECT_TRUE(kept->read_reply());
+}
+
+TEST_F(HttpServerTest, HalfClosedClientStillGetsItsAnswer) {
+  serve(local(), echo);
+  auto client = connect();
+  ASSERT_TRUE(client && client->send(get("/half")));
+  client->shutdown_write();
+  auto reply = client->read_reply();
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(json::parse(reply->body)["target"], "/half");
+  EXPECT_TRUE(client->closed_by_server());
+}
+
+TEST_F(HttpServerTest, RandomBytesNeverCrashTheServer) {
+  serve(local(), echo);
+  std::mt19937 rng(42);
+  for (int i = 0; i < 50; ++i) {
+    std::string junk = i % 2 ? "GET / HTTP/1.1\r\n" : "";
+    for (int n = static_cast<int>(rng() % 300); n > 0; --n) junk.push_back(static_cast<char>(rng()));
+    auto client = connect();
+    ASSERT_TRUE(client);
+    client->send(junk);
+    client->shutdown_write();
+    EXPECT_TRUE(client->closed_by_server()) << "case " << i;
+  }
+  auto client = connect();
+  ASSERT_TRUE(client && client->send(get("/still-alive")));
+  EXPECT_TRUE(client->read_reply());
+  EXPECT_TRUE(eventually([&] { return server_->stats().connections_open == 1; }));
+}
+
+}  // namespace
+}  // namespace corepool
