@@ -6,6 +6,7 @@
 // exclude model loading.
 #include "supervisor/bench.h"
 
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -70,6 +71,7 @@ void forward_loop(const std::shared_ptr<const LoadedModel>& model, const std::ve
   Engine engine(model);
   std::vector<const float*> ptrs;
   for (const auto& v : inputs) ptrs.push_back(v.data());
+  c10::InferenceMode guard;  // as Engine::infer runs: the input is an inference tensor too
   torch::Tensor features = engine.features(ptrs);
   for (uint64_t k = 0; k < forwards; ++k) engine.forward(features);
 }
@@ -90,7 +92,9 @@ json ceiling_threads(const std::shared_ptr<const LoadedModel>& model, const std:
 }
 
 // N forked processes over the shared weights. A pipe barrier starts the clock
-// once every child has built its engine, as the pipeline points exclude start-up.
+// once every child has built its engine, as the pipeline points exclude
+// start-up; each child reports the end of its loop through the same pipe, so
+// process exit and reaping stay out of the measurement too.
 json ceiling_processes(const std::shared_ptr<const LoadedModel>& model, const std::vector<int>& cpus, int n,
                        const std::vector<std::vector<float>>& inputs, uint64_t segments) {
   SharedWeights weights = share_weights(*model);
@@ -101,12 +105,14 @@ json ceiling_processes(const std::shared_ptr<const LoadedModel>& model, const st
   for (int i = 0; i < n; ++i) {
     const pid_t pid = ::fork();
     if (pid == 0) {
+      ::madvise(weights.segment.data(), weights.segment.size(), MADV_POPULATE_READ);  // as a worker does
       configure_runtime_threads({1, 1});
       if (!cpus.empty()) pin_current_thread(cpus[i % cpus.size()]);
       forward_loop(model, inputs, 1);  // warm: engine built, first forward done
       char c = 1;
       if (::write(ready[1], &c, 1) != 1 || ::read(go[0], &c, 1) != 1) ::_exit(2);
       forward_loop(model, inputs, forwards);
+      if (::write(ready[1], &c, 1) != 1) ::_exit(2);
       ::_exit(0);
     }
     children.push_back(pid);
@@ -119,12 +125,15 @@ json ceiling_processes(const std::shared_ptr<const LoadedModel>& model, const st
   for (int i = 0; i < n; ++i) {
     if (::write(go[1], &c, 1) != 1) throw std::runtime_error("write() to a ceiling process failed");
   }
+  for (int i = 0; i < n; ++i) {
+    if (::read(ready[0], &c, 1) != 1) throw std::runtime_error("a ceiling process died while running");
+  }
+  const double secs = seconds_since(start);
   for (pid_t pid : children) {
     int status = 0;
     ::waitpid(pid, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("a ceiling process failed");
   }
-  const double secs = seconds_since(start);
   for (int fd : {ready[0], ready[1], go[0], go[1]}) ::close(fd);
   return {{"segments", forwards * inputs.size() * n}, {"seconds", secs}};
 }
