@@ -80,19 +80,15 @@ TEST(ProcessModeTest, AKilledSupervisorTakesItsWorkersAndSharedMemoryWithIt) {
       testing::spawn_process(batch_args("process", {"--out", dir / "out", dir / "long.wav"}), dir.path());
   const pid_t pid = child.pid;
   std::vector<int> workers;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (workers.size() < 2 && std::chrono::steady_clock::now() < deadline) {
-    workers = testing::child_pids(pid);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  testing::wait_until([&] { return (workers = testing::child_pids(pid)).size() >= 2; }, std::chrono::seconds(60));
   ASSERT_EQ(workers.size(), 2u);
   ::kill(pid, SIGKILL);
   testing::wait_process(child, std::chrono::seconds(10));
-  const auto gone_by = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  const auto killed = std::chrono::steady_clock::now();
   for (int w : workers) {
-    while (testing::process_alive(w) && std::chrono::steady_clock::now() < gone_by) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        killed + std::chrono::seconds(1) - std::chrono::steady_clock::now());
+    testing::wait_until([&] { return !testing::process_alive(w); }, std::max(left, std::chrono::milliseconds(0)));
     EXPECT_FALSE(testing::process_alive(w)) << "worker " << w << " outlived its supervisor by 1 s";
   }
   const std::string prefix = "corepool." + std::to_string(pid) + ".";

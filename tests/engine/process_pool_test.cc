@@ -66,15 +66,6 @@ struct Results {
   }
 };
 
-bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (!pred()) {
-    if (Clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return true;
-}
-
 TEST(ProcessPoolTest, APoisonInputFailsAfterTwoCrashesAndTheOthersSucceed) {
   run_child("PoisonInput", {"COREPOOL_TEST_CRASH_ON_MARKER=1"});
 }
@@ -104,7 +95,7 @@ TEST(DISABLED_PoolChild, PoisonInput) {
     }
   }
   EXPECT_EQ(pool.counters().poisoned, 1u);
-  EXPECT_TRUE(wait_until([&] { return pool.all_ready(); }, std::chrono::seconds(30))) << "pool did not heal";
+  EXPECT_TRUE(testing::wait_until([&] { return pool.all_ready(); }, std::chrono::seconds(30))) << "pool did not heal";
 }
 
 TEST(DISABLED_PoolChild, HungWorker) {
@@ -119,7 +110,7 @@ TEST(DISABLED_PoolChild, HungWorker) {
   ASSERT_TRUE(results.wait_for(30, std::chrono::seconds(60)));
   pool.wait_idle();
   for (auto& [index, r] : results.by_index) EXPECT_TRUE(r.error.empty()) << index << ": " << r.error;
-  EXPECT_TRUE(wait_until([&] { return pool.all_ready() && pool.worker_pids()[0] != before[0]; },
+  EXPECT_TRUE(testing::wait_until([&] { return pool.all_ready() && pool.worker_pids()[0] != before[0]; },
                          std::chrono::seconds(30)));
   EXPECT_GE(pool.counters().restarts, 1u);
 }
@@ -166,7 +157,7 @@ TEST(DISABLED_PoolChild, Respawn200) {
     const int victim = pids[k % 2];
     if (victim <= 0) continue;
     ::kill(victim, SIGKILL);
-    const bool back = wait_until([&] {
+    const bool back = testing::wait_until([&] {
       const auto now = pool.worker_pids();
       return now[k % 2] != victim && now[k % 2] > 0 && pool.all_ready();
     }, std::chrono::seconds(20));

@@ -597,7 +597,8 @@ int score_into(const ForkReadyModel& shared, const std::string& path) {
 TEST(SharedWeightsHelper, DISABLED_ForkedChildrenScoreFromTheInheritedModule) {
   const char* model_dir = std::getenv(kModelEnv);
   const char* scratch = std::getenv(kScratchEnv);
-  if (!model_dir || !scratch) GTEST_SKIP() << "a helper of SharedWeightsTest; runs only as its child";
+  // Run by hand without its parent's environment, a helper has nothing to check: that is a failure.
+  ASSERT_TRUE(model_dir && scratch) << "a helper of SharedWeightsTest; runs only as its child";
   const ForkReadyModel shared = load_and_share(model_dir);
   std::vector<pid_t> children;
   for (int i = 0; i < 2; ++i) {
@@ -623,7 +624,8 @@ TEST(SharedWeightsHelper, DISABLED_ForkedChildrenScoreFromTheInheritedModule) {
 TEST(SharedWeightsHelper, DISABLED_ChildThatWritesAWeightDiesAlone) {
   const char* model_dir = std::getenv(kModelEnv);
   const char* scratch = std::getenv(kScratchEnv);
-  if (!model_dir || !scratch) GTEST_SKIP() << "a helper of SharedWeightsTest; runs only as its child";
+  // Run by hand without its parent's environment, a helper has nothing to check: that is a failure.
+  ASSERT_TRUE(model_dir && scratch) << "a helper of SharedWeightsTest; runs only as its child";
   const ForkReadyModel shared = load_and_share(model_dir);
   at::Tensor first = *shared.model->module.parameters().begin();
   int go[2];

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -63,6 +64,18 @@ struct ProcessResult {
   long max_rss_kb = 0;  // peak resident set of the child
 };
 
+// Polls `done` until it is true or `timeout` passes; returns its last value.
+// For events that nothing can notify us of (another process's exit, a /proc
+// entry): the poll interval only bounds how late we notice, it orders nothing.
+inline bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return done();
+    ::usleep(2000);
+  }
+  return true;
+}
+
 // A child started by spawn_process: its pid and where its output goes.
 struct Spawned {
   pid_t pid = -1;
@@ -98,23 +111,16 @@ inline Spawned spawn_process(const std::vector<std::string>& argv, const std::st
 // Waits for the child up to `timeout`, killing it (SIGKILL) if it is still
 // running then; exit_code is -1000 on timeout. Collects and removes its output.
 inline ProcessResult wait_process(const Spawned& child, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
   int status = 0;
   struct rusage usage {};
   ProcessResult r;
-  for (;;) {
-    const pid_t done = ::wait4(child.pid, &status, WNOHANG, &usage);
-    if (done == child.pid) {
-      r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-      break;
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(child.pid, SIGKILL);
-      ::wait4(child.pid, &status, 0, &usage);
-      r.exit_code = -1000;
-      break;
-    }
-    ::usleep(2000);  // polling a child's exit; not synchronisation of the work itself
+  const bool exited = wait_until([&] { return ::wait4(child.pid, &status, WNOHANG, &usage) == child.pid; }, timeout);
+  if (exited) {
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  } else {
+    ::kill(child.pid, SIGKILL);
+    ::wait4(child.pid, &status, 0, &usage);
+    r.exit_code = -1000;
   }
   r.out = read_file(child.out_path);
   r.err = read_file(child.err_path);
