@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/unit/scratch_dir_test_base.h"
 #include "tools/audio_synth.h"
 #include "worker/segmenter.h"
 
@@ -25,13 +26,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-int open_fd_count() {
-  int n = 0;
-  DIR* d = opendir("/proc/self/fd");
-  while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
-  closedir(d);
-  return n;
-}
 
 // A field of /proc/self/status in kB, e.g. "VmRSS".
 long status_kb(const std::string& field) {
@@ -62,20 +56,8 @@ std::vector<float> read_all(AudioStream& stream) {
   return all;
 }
 
-class AudioStreamTest : public ::testing::Test {
+class AudioStreamTest : public corepool::testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/corepool-stream-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    fds_at_start_ = open_fd_count();
-  }
-  void TearDown() override {
-    EXPECT_EQ(open_fd_count(), fds_at_start_) << "a file handle leaked";
-    std::filesystem::remove_all(dir_);
-  }
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
-
   std::string write_tone(const std::string& name, int rate, double hz, double seconds) {
     synth::FileSpec spec;
     spec.sample_rate = rate;
@@ -96,8 +78,6 @@ class AudioStreamTest : public ::testing::Test {
     return "";
   }
 
-  std::string dir_;
-  int fds_at_start_ = 0;
 };
 
 // Float WAV so the expected mono value is exact: (0.5 + -0.25) / 2.

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <string>
 
+#include "tests/unit/scratch_dir_test_base.h"
 #include "tools/audio_synth.h"
 
 namespace corepool {
@@ -24,28 +25,9 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
 
-int open_fd_count() {
-  int n = 0;
-  DIR* d = opendir("/proc/self/fd");
-  while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
-  closedir(d);
-  return n;
-}
 
-class AudioValidationTest : public ::testing::Test {
+class AudioValidationTest : public corepool::testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/corepool-validation-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    fds_at_start_ = open_fd_count();
-  }
-  void TearDown() override {
-    EXPECT_EQ(open_fd_count(), fds_at_start_) << "a file handle leaked";
-    std::filesystem::remove_all(dir_);
-  }
-
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
   std::string damaged(const std::string& name) {
     if (damaged_.empty()) damaged_ = synth::write_damaged_files(dir_);
     return path(name);
@@ -61,8 +43,6 @@ class AudioValidationTest : public ::testing::Test {
     return "";
   }
 
-  std::string dir_;
-  int fds_at_start_ = 0;
   std::vector<std::string> damaged_;
 };
 
