@@ -1,6 +1,8 @@
 // The one error type of the audio front end (validation, decoding, resampling).
-// Its message is a single line that starts with the file's path, e.g.
+// Its message is a single line that starts with the file's path (or the name of
+// an in-memory buffer), e.g.
 // "data/x.wav: not an audio file (File contains data in an unknown format.)".
+// Its kind() is what a caller maps to an outcome (serve: an HTTP status code).
 #pragma once
 
 #include <stdexcept>
@@ -8,9 +10,23 @@
 
 namespace corepool {
 
+enum class AudioErrorKind {
+  kNotAudio,  // libsndfile cannot open it as audio (text, JPEG, random bytes) -> HTTP 415
+  kInvalid,   // audio, but unusable: empty, 0 Hz / absurd rate, too many channels,
+              // no frames, truncated, NaN/Inf sample, undecodable data -> HTTP 400
+  kIo,        // the file system failed us: missing, permissions, a directory,
+              // a read error (file paths only; a buffer in memory never gives one)
+};
+
 struct AudioError : std::runtime_error {
-  AudioError(const std::string& path, const std::string& reason)
-      : std::runtime_error(path + ": " + reason) {}
+  AudioError(const std::string& path, const std::string& reason,
+             AudioErrorKind kind = AudioErrorKind::kInvalid)
+      : std::runtime_error(path + ": " + reason), kind_(kind) {}
+
+  AudioErrorKind kind() const { return kind_; }
+
+ private:
+  AudioErrorKind kind_;
 };
 
 }  // namespace corepool

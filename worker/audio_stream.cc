@@ -1,6 +1,8 @@
 // AudioStream: decode -> check -> downmix -> resample, one block per read().
-// Called by the batch reader thread. Owns the SNDFILE handle and the two block
-// buffers (interleaved and mono), so memory stays one block for any length.
+// Called by the batch reader thread and by serve. Owns the SoundFile handle left
+// open by validation (and, for a file in memory, a reference to its bytes) and
+// the two block buffers (interleaved and mono), so memory stays one block for
+// any length: the encoded bytes are never decoded ahead of read().
 #include "worker/audio_stream.h"
 
 #include <sndfile.h>
@@ -9,35 +11,52 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace corepool {
 
+namespace {
+
+AudioSource memory_source(const std::string& name,
+                          const std::shared_ptr<const std::string>& bytes) {
+  if (!bytes) throw std::invalid_argument("AudioStream: " + name + ": no buffer (null)");
+  return AudioSource::memory(name, *bytes);
+}
+
+}  // namespace
+
 AudioStream::AudioStream(const std::string& path, int target_rate, size_t block_frames)
-    : path_(path), info_(validate_audio(path)), block_frames_(block_frames) {
+    : AudioStream(AudioSource::file(path), nullptr, target_rate, block_frames) {}
+
+AudioStream::AudioStream(const std::string& name, std::shared_ptr<const std::string> bytes,
+                         int target_rate, size_t block_frames)
+    : AudioStream(memory_source(name, bytes), bytes, target_rate, block_frames) {}
+
+AudioStream::AudioStream(const AudioSource& source, std::shared_ptr<const std::string> bytes,
+                         int target_rate, size_t block_frames)
+    : name_(source.name), bytes_(std::move(bytes)), block_frames_(block_frames) {
   if (block_frames_ == 0) throw std::invalid_argument("AudioStream: block_frames must be > 0");
+  ValidatedAudio validated = open_validated(source);
+  info_ = validated.info;
+  file_ = std::move(validated.file);
   try {
     resampler_ = std::make_unique<Resampler>(info_.sample_rate, target_rate);
   } catch (const std::runtime_error& e) {
-    throw AudioError(path_, e.what());
+    throw AudioError(name_, e.what(), AudioErrorKind::kInvalid);
   }
   interleaved_.resize(block_frames_ * size_t(info_.channels));
   mono_.resize(block_frames_);
-  // Opened last: nothing after it can throw, so the destructor always closes it.
-  SF_INFO sfi{};
-  file_ = sf_open(path_.c_str(), SFM_READ, &sfi);
-  if (!file_) throw AudioError(path_, std::string("cannot open (") + sf_strerror(nullptr) + ")");
 }
 
-AudioStream::~AudioStream() {
-  if (file_) sf_close(file_);
-}
+AudioStream::~AudioStream() = default;
 
 // Loops until something is appended: a first block may resample to nothing
 // (the filter holds samples back), and "false" must only ever mean the end.
 bool AudioStream::read(std::vector<float>& out) {
   const size_t before = out.size();
   while (!done_ && out.size() == before) {
-    const sf_count_t got = sf_readf_float(file_, interleaved_.data(), sf_count_t(block_frames_));
+    const sf_count_t got =
+        sf_readf_float(file_->get(), interleaved_.data(), sf_count_t(block_frames_));
     if (got <= 0) {
       finish_stream();
       resampler_->process(mono_.data(), 0, true, out);
@@ -56,11 +75,16 @@ bool AudioStream::read(std::vector<float>& out) {
 // the file is damaged, even though every block so far was fine.
 void AudioStream::finish_stream() const {
   if (frames_read_ < info_.frames) {
-    throw AudioError(path_, "truncated: header says " + std::to_string(info_.frames) +
-                                " frames, read " + std::to_string(frames_read_));
+    throw AudioError(name_, "truncated: header says " + std::to_string(info_.frames) +
+                                " frames, read " + std::to_string(frames_read_),
+                     AudioErrorKind::kInvalid);
   }
-  if (sf_error(file_) != SF_ERR_NO_ERROR) {
-    throw AudioError(path_, std::string("read error (") + sf_strerror(file_) + ")");
+  // Only a file can fail to be read; anything else is data the decoder refused.
+  const int error = sf_error(file_->get());
+  if (error != SF_ERR_NO_ERROR) {
+    const bool io = !bytes_ && error == SF_ERR_SYSTEM;
+    throw AudioError(name_, std::string("read error (") + sf_strerror(file_->get()) + ")",
+                     io ? AudioErrorKind::kIo : AudioErrorKind::kInvalid);
   }
 }
 
@@ -71,8 +95,9 @@ void AudioStream::check_finite(size_t frames) const {
     const float v = interleaved_[i];
     if (std::isfinite(v)) continue;
     const std::string what = std::isnan(v) ? "NaN" : (v > 0 ? "+Inf" : "-Inf");
-    throw AudioError(path_, "sample " + std::to_string(frames_read_ + int64_t(i / channels)) +
-                                " is " + what);
+    throw AudioError(name_, "sample " + std::to_string(frames_read_ + int64_t(i / channels)) +
+                                " is " + what,
+                     AudioErrorKind::kInvalid);
   }
 }
 

@@ -1,6 +1,7 @@
-// Stage 2a of the pipeline: decode a validated file in fixed blocks, downmix to
-// mono, resample to the model's rate. Memory is one block, whatever the file's
-// length. One AudioStream per file, used by one thread (the batch reader).
+// Stage 2a of the pipeline: decode a validated file (on disk, or held in memory)
+// in fixed blocks, downmix to mono, resample to the model's rate. Memory is one
+// block, whatever the file's length. One AudioStream per file, used by one
+// thread (the batch reader, or the serve request that owns the body).
 #pragma once
 
 #include <cstdint>
@@ -8,10 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "worker/audio_source.h"
 #include "worker/audio_validation.h"
 #include "worker/resampler.h"
-
-typedef struct sf_private_tag SNDFILE;
 
 namespace corepool {
 
@@ -19,6 +19,12 @@ class AudioStream {
  public:
   // Validates (validate_audio) and opens `path`. Throws AudioError.
   AudioStream(const std::string& path, int target_rate, size_t block_frames = 32768);
+  // The same for a whole file held in memory (serve: a request body), decoded
+  // from the buffer without temp files. `name` starts every message. The stream
+  // shares ownership of `bytes`, so the caller may drop its reference. Throws
+  // AudioError (validate_audio_bytes), std::invalid_argument on a null `bytes`.
+  AudioStream(const std::string& name, std::shared_ptr<const std::string> bytes, int target_rate,
+              size_t block_frames = 32768);
   ~AudioStream();
   AudioStream(const AudioStream&) = delete;
   AudioStream& operator=(const AudioStream&) = delete;
@@ -35,13 +41,17 @@ class AudioStream {
   int64_t frames_read() const { return frames_read_; }
 
  private:
+  AudioStream(const AudioSource& source, std::shared_ptr<const std::string> bytes,
+              int target_rate, size_t block_frames);
   void finish_stream() const;              // throws if the data ended early or badly
   void check_finite(size_t frames) const;  // throws on the first NaN/Inf
   void downmix(size_t frames);             // interleaved_ -> mono_
 
-  std::string path_;
+  std::string name_;                          // the path, or the buffer's name
+  std::shared_ptr<const std::string> bytes_;  // an in-memory file; declared before
+                                              // file_, so it outlives libsndfile's handle
   AudioInfo info_;
-  SNDFILE* file_ = nullptr;
+  std::unique_ptr<SoundFile> file_;
   std::unique_ptr<Resampler> resampler_;
   size_t block_frames_;
   std::vector<float> interleaved_;

@@ -1,12 +1,16 @@
-// Stage 1 of the pipeline: is this file audio we can process? Opens the file with
-// libsndfile and checks the header (rate, channels, length) without decoding it.
-// Called by AudioStream before any sample is read and by batch before any output.
+// Stage 1 of the pipeline: is this file audio we can process? Opens the file (a
+// path, or a buffer in memory) with libsndfile and checks the header (rate,
+// channels, length) without decoding it. Called by AudioStream before any sample
+// is read, by batch before any output and by serve on a request body.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 
 #include "worker/audio_error.h"
+#include "worker/audio_source.h"
 
 namespace corepool {
 
@@ -25,7 +29,21 @@ constexpr int kMaxChannels = 32;
 
 // Throws AudioError naming the file and the reason: missing, unreadable (permissions),
 // a directory, not audio, 0 Hz / absurd rate, more than kMaxChannels channels,
-// no frames (empty / zero length).
+// no frames (empty / zero length). See AudioErrorKind for which is which.
 AudioInfo validate_audio(const std::string& path);
+
+// The same checks on a whole file held in memory (e.g. an HTTP request body),
+// without temp files. `name` starts every message ("request body: ..."). An
+// empty buffer is kInvalid, "empty (0 bytes)". `bytes` is only read during the call.
+AudioInfo validate_audio_bytes(const std::string& name, std::string_view bytes);
+
+// What AudioStream needs: the checks above, with libsndfile's handle left open
+// (positioned at the first frame) for decoding. A memory source's bytes must
+// outlive `file`.
+struct ValidatedAudio {
+  AudioInfo info;
+  std::unique_ptr<SoundFile> file;
+};
+ValidatedAudio open_validated(const AudioSource& source);
 
 }  // namespace corepool

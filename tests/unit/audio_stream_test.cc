@@ -182,6 +182,22 @@ TEST_F(AudioStreamTest, TruncatedFileThrowsAfterItsLastRealBlock) {
   EXPECT_EQ(stream.frames_read(), 4000);
 }
 
+// Damaged content is audio we cannot use, never a file system problem.
+TEST_F(AudioStreamTest, MidStreamErrorsAreOfKindInvalid) {
+  synth::write_damaged_files(dir_);
+  for (const char* name : {"nan.wav", "inf.wav", "truncated.wav"}) {
+    AudioStream stream(path(name), 16000, 1000);
+    std::vector<float> block;
+    try {
+      while (stream.read(block)) {
+      }
+      ADD_FAILURE() << name << " decoded without an error";
+    } catch (const AudioError& e) {
+      EXPECT_EQ(int(e.kind()), int(AudioErrorKind::kInvalid)) << e.what();
+    }
+  }
+}
+
 // FLAC keeps its length in STREAMINFO, so the shortfall shows at the end.
 TEST_F(AudioStreamTest, TruncatedFlacThrowsMidStream) {
   const std::string file = path("cut.flac");

@@ -1,6 +1,7 @@
 // Tests of validate_audio (worker/audio_validation.h): every header-level
 // problem gets a one-line AudioError that starts with the path and names the
-// reason; good files of every format report their rate, channels and frames.
+// reason and has its kind; good files of every format report their rate,
+// channels and frames. (The same checks on a buffer: audio_memory_test.cc.)
 // The fixture owns a temp dir and checks that no file descriptor leaks.
 #include "worker/audio_validation.h"
 
@@ -43,6 +44,17 @@ class AudioValidationTest : public corepool::testing::ScratchDirTest {
     return "";
   }
 
+  // The AudioError kind for `file`; a failure if validation passed.
+  static AudioErrorKind kind_of(const std::string& file) {
+    try {
+      validate_audio(file);
+    } catch (const AudioError& e) {
+      return e.kind();
+    }
+    ADD_FAILURE() << file << " passed validation";
+    return AudioErrorKind::kInvalid;
+  }
+
   std::vector<std::string> damaged_;
 };
 
@@ -76,13 +88,15 @@ TEST_F(AudioValidationTest, UnreadableFileIsReportedAsPermissionDenied) {
     if (geteuid() == 0 && setuid(65534) != 0) _exit(3);
     const std::string message = error_of(file);
     const bool ok = message.rfind(file + ": ", 0) == 0 &&
-                    message.find("permission denied") != std::string::npos;
+                    message.find("permission denied") != std::string::npos &&
+                    kind_of(file) == AudioErrorKind::kIo;
     _exit(ok ? 0 : 1);
   }
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "child saw no 'permission denied' (3: setuid failed)";
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "child saw no 'permission denied' of kind kIo (3: setuid failed)";
 }
 
 TEST_F(AudioValidationTest, TextFileIsNotAudioAndQuotesLibsndfile) {
@@ -132,6 +146,39 @@ TEST_F(AudioValidationTest, OggWithoutItsEndIsRejectedAsTruncated) {
   std::filesystem::copy_file(whole, cut);
   std::filesystem::resize_file(cut, std::filesystem::file_size(whole) / 2);
   expect_reason(error_of(cut), cut, "truncated");
+}
+
+// The kind is what serve maps to a status: the file system (kIo), not audio at
+// all (kNotAudio, 415), audio we cannot use (kInvalid, 400).
+TEST_F(AudioValidationTest, EachProblemHasItsKind) {
+  damaged("not_audio.wav");
+  const std::string slow = path("slow.wav");
+  synth::FileSpec spec;
+  spec.sample_rate = 200;
+  spec.sections = {{synth::Kind::kTone, 1, 50, 0.5}};
+  synth::write_audio(slow, spec);
+  const struct {
+    std::string file;
+    AudioErrorKind kind;
+  } cases[] = {
+      {path("nope.wav"), AudioErrorKind::kIo},
+      {dir_, AudioErrorKind::kIo},
+      {path("not_audio.wav"), AudioErrorKind::kNotAudio},
+      {path("zero_bytes.wav"), AudioErrorKind::kInvalid},
+      {path("empty.wav"), AudioErrorKind::kInvalid},
+      {path("zero_rate.wav"), AudioErrorKind::kInvalid},
+      {path("many_channels.wav"), AudioErrorKind::kInvalid},
+      {slow, AudioErrorKind::kInvalid},
+  };
+  for (const auto& c : cases) EXPECT_EQ(int(kind_of(c.file)), int(c.kind)) << c.file;
+}
+
+TEST(AudioErrorTest, KindDefaultsToInvalidAndTheMessageStartsWithTheName) {
+  const AudioError plain("x.wav", "sample 3 is NaN");
+  EXPECT_STREQ(plain.what(), "x.wav: sample 3 is NaN");
+  EXPECT_EQ(int(plain.kind()), int(AudioErrorKind::kInvalid));
+  EXPECT_EQ(int(AudioError("x.wav", "no such file", AudioErrorKind::kIo).kind()),
+            int(AudioErrorKind::kIo));
 }
 
 // NaN/Inf and missing data are only visible while decoding: AudioStream's job.
