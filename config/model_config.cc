@@ -189,6 +189,18 @@ int ModelConfig::hop_samples() const {
 
 int ModelConfig::frames_per_segment() const { return 1 + segment_samples() / hop_length; }
 
+// Must match FeatureExtractor::compute(): [B, 1, n_mels, frames] or [B, samples].
+std::vector<int64_t> ModelConfig::item_shape() const {
+  if (input == InputKind::kWaveform) return {segment_samples()};
+  return {1, n_mels, frames_per_segment()};
+}
+
+int64_t ModelConfig::item_floats() const {
+  int64_t n = 1;
+  for (const int64_t d : item_shape()) n *= d;
+  return n;
+}
+
 ModelConfig load_model_config(const std::string& path) {
   TomlReader reader(path);
   ModelConfig config;

@@ -3,6 +3,7 @@
 // labels, thresholds). Parsed once at startup by the engine; a plain value.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,12 @@ struct ModelConfig {
   int hop_samples() const;
   // Frames of log-mel per segment: 1 + segment_samples / hop_length (centered STFT).
   int frames_per_segment() const;
+  // The model's input for ONE item, batch dim left out, as the feature step
+  // lays it out: log-mel {1, n_mels, frames}, waveform {segment_samples}.
+  // A model-input request (KServe v2 infer) must hold exactly item_floats()
+  // floats in this shape, row-major.
+  std::vector<int64_t> item_shape() const;
+  int64_t item_floats() const;
 };
 
 // Parses `path` (a model.toml). Throws ConfigError naming file, line and key.

@@ -1,9 +1,10 @@
 // The shared-memory channel between the supervisor and ONE worker process:
 // control words (state, heartbeat, stop), a request ring (supervisor -> worker),
 // a completion ring (worker -> supervisor) and the payload slab whose slots
-// carry PCM in and scores (or an error text) out. Plain data: it lives in a
-// Segment created by the supervisor before fork and is re-initialised for
-// each replacement worker after the previous one has been reaped.
+// carry PCM (or one item of model input) in and scores (or an error text) out.
+// Plain data: it lives in a Segment created by the supervisor before fork and
+// is re-initialised for each replacement worker after the previous one has
+// been reaped.
 #pragma once
 
 #include <algorithm>
@@ -16,16 +17,18 @@
 
 namespace corepool::shm {
 
-// Supervisor -> worker: run the segment in `slot` (samples floats of PCM).
+// Supervisor -> worker: run the segment in `slot` (samples floats of PCM, or
+// of model input with kModelInput).
 struct RequestDesc {
   uint64_t request = 0;  // supervisor's request id (never reused)
   uint32_t slot = 0;     // slab slot holding the input; the result goes there too
-  uint32_t samples = 0;  // floats of PCM at the start of the slot
-  uint32_t flags = 0;    // kRunAlone: a crash suspect, run it in a batch of its own
+  uint32_t samples = 0;  // floats of input at the start of the slot
+  uint32_t flags = 0;    // kRunAlone | kModelInput
   uint32_t reserved = 0;
 };
 
-constexpr uint32_t kRunAlone = 1;
+constexpr uint32_t kRunAlone = 1;    // a crash suspect: run it in a batch of its own
+constexpr uint32_t kModelInput = 2;  // the floats go to forward() as is, no feature step
 
 // Worker -> supervisor: the request in `slot` is done.
 struct CompletionDesc {
@@ -47,6 +50,12 @@ struct alignas(64) WorkerControl {
   std::atomic<uint32_t> stop{0};          // written by the supervisor: finish and exit 0
   std::atomic<int32_t> pid{0};
   alignas(64) std::atomic<int64_t> heartbeat_ns{0};  // CLOCK_MONOTONIC, written by the worker
+  // Written by the worker before it pushes a batch's completions, so a reader
+  // that has seen a completion sees it counted. Lost with the channel when the
+  // slot is re-initialised: the supervisor keeps the sum of the dead workers'.
+  std::atomic<uint64_t> busy_ns{0};       // time in features + forward()
+  std::atomic<uint64_t> batches{0};       // forward() calls
+  std::atomic<uint64_t> segments{0};      // segments they ran
   // The requests of the batch inside forward() right now, written by the worker
   // before it starts and cleared after: if the worker crashes, these (and only
   // these) are suspects of a poison input; the rest of its queue is innocent.
@@ -63,18 +72,21 @@ struct ChannelData {
 
 static_assert(std::is_standard_layout_v<WorkerControl>);
 
-// Where things are in a channel segment for a model with `samples` floats per
-// segment and `labels` scores.
+// Where things are in a channel segment for a model with `segment_samples`
+// floats of PCM per segment, `item_floats` floats of model input per item and
+// `labels` scores. A slot's input area holds the larger of the two inputs.
 struct ChannelLayout {
   SlabLayout slab{};
   uint64_t slab_offset = 0;
   uint64_t total_bytes = 0;
-  uint32_t result_offset = 0;  // within a slot: scores or error text start here
+  uint32_t result_offset = 0;  // within a slot: scores or error text start here;
+                               // the input area before it holds this / 4 floats
 
-  static ChannelLayout for_model(uint32_t samples, uint32_t labels) {
+  static ChannelLayout for_model(uint32_t segment_samples, uint32_t item_floats, uint32_t labels) {
     auto round64 = [](uint64_t v) { return (v + 63) / 64 * 64; };
     ChannelLayout l;
-    l.result_offset = static_cast<uint32_t>(round64(uint64_t{samples} * sizeof(float)));
+    const uint64_t input_floats = std::max(segment_samples, item_floats);
+    l.result_offset = static_cast<uint32_t>(round64(input_floats * sizeof(float)));
     const uint64_t result_bytes = std::max<uint64_t>(uint64_t{labels} * sizeof(float), kErrorTextBytes);
     l.slab = make_slab_layout(kRingSlots, l.result_offset + result_bytes);
     l.slab_offset = round64(sizeof(ChannelData));

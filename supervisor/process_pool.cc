@@ -1,6 +1,7 @@
 // ProcessPool::Impl. Two kinds of threads touch it:
-//  - submitters (the batch reader) call submit()/wait_idle(): they only touch
-//    the state under mu_ (pending_, outstanding_) and wake the loop;
+//  - submitters (the batch reader, the HTTP loop) call submit()/try_submit()/
+//    wait_idle()/stats(): they only touch the state under mu_ (pending_,
+//    outstanding_, the mirrors) and wake the loop;
 //  - the loop thread owns everything else: the worker table, every ring end on
 //    the supervisor side, the in-flight request map, forks and reaping.
 // Completions are delivered on the loop thread, outside mu_.
@@ -61,13 +62,26 @@ class ProcessPool::Impl {
 
   void start();
   void submit(SegmentTask task);
+  bool try_submit(std::vector<SegmentTask>& tasks);
   void wait_idle();
   int workers() const { return options_.workers; }
   std::vector<int> worker_pids() const;
   bool all_ready() const;
   PoolCounters counters() const;
+  ExecutorStats stats() const;
 
  private:
+  // A slot's work counters as other threads see them: the sum over its dead
+  // workers plus the live worker's own counters in its channel. `live` is set
+  // (under mu_) only while the channel belongs to a worker and will not be
+  // memset, so stats() never reads memory being re-initialised, and a dead
+  // worker's counts move into the base in the same critical section that
+  // stops them being read: the sum never goes down.
+  struct SlotWork {
+    const shm::WorkerControl* live = nullptr;
+    uint64_t busy_ns = 0, batches = 0, segments = 0;
+  };
+
   struct Request {
     uint64_t id = 0;
     SegmentTask task;
@@ -113,6 +127,7 @@ class ProcessPool::Impl {
   // Either thread, before the loop starts or on the loop thread.
   void init_channel(Worker& w);
   void spawn(Worker& w);
+  void enqueue_locked(SegmentTask&& task);
 
   std::shared_ptr<const LoadedModel> model_;
   ProcessPoolOptions options_;
@@ -146,6 +161,7 @@ class ProcessPool::Impl {
   std::string boot_error_;
   std::vector<int> pids_;         // mirror of worker pids for other threads
   std::vector<bool> ready_;       // mirror of readiness
+  std::vector<SlotWork> work_;    // per slot, for stats()
   PoolCounters counters_;
 };
 
@@ -158,10 +174,12 @@ ProcessPool::Impl::Impl(std::shared_ptr<const LoadedModel> model, ProcessPoolOpt
   depth_ = options_.queue_depth > 0 ? options_.queue_depth
                                     : 4 * static_cast<size_t>(options_.workers * options_.max_batch);
   layout_ = shm::ChannelLayout::for_model(model_->config.segment_samples(),
+                                          static_cast<uint32_t>(model_->config.item_floats()),
                                           static_cast<uint32_t>(model_->config.labels.size()));
   self_pid_ = ::getpid();
   pids_.assign(options_.workers, 0);
   ready_.assign(options_.workers, false);
+  work_.assign(options_.workers, SlotWork{});
 }
 
 void ProcessPool::Impl::start() {
@@ -259,6 +277,7 @@ void ProcessPool::Impl::spawn(Worker& w) {
   std::lock_guard<std::mutex> lock(mu_);
   pids_[w.index] = pid;
   ready_[w.index] = false;
+  work_[w.index].live = &w.channel->control;
 }
 
 void ProcessPool::Impl::run_loop() {
@@ -303,8 +322,12 @@ void ProcessPool::Impl::dispatch() {
     const size_t n = std::min<size_t>(req.task.samples.size(), layout_.result_offset / sizeof(float));
     std::memcpy(dst, req.task.samples.data(), n * sizeof(float));
     best->slot_owner[slot] = req.id;
-    best->requests->try_push({req.id, slot, static_cast<uint32_t>(req.task.samples.size()),
-                              req.kills > 0 ? shm::kRunAlone : 0u, 0u});
+    // The worker checks the size against the kind before it reads the slot; a
+    // task too big for the slot is copied short and fails that check.
+    const uint32_t flags = (req.kills > 0 ? shm::kRunAlone : 0u) |
+                           (req.task.input == TaskInput::kModelInput ? shm::kModelInput : 0u);
+    const auto floats = static_cast<uint32_t>(std::min<size_t>(req.task.samples.size(), UINT32_MAX));
+    best->requests->try_push({req.id, slot, floats, flags, 0u});
     in_flight_.emplace(req.id, std::move(req));
     if (std::find(pushed.begin(), pushed.end(), best) == pushed.end()) pushed.push_back(best);
   }
@@ -388,6 +411,13 @@ void ProcessPool::Impl::on_exit(Worker& w, int status) {
     std::lock_guard<std::mutex> lock(mu_);
     pids_[w.index] = 0;
     ready_[w.index] = false;
+    // The worker is gone, its counters final; the channel is memset at respawn.
+    SlotWork& work = work_[w.index];
+    const shm::WorkerControl& c = w.channel->control;
+    work.busy_ns += c.busy_ns.load(std::memory_order_relaxed);
+    work.batches += c.batches.load(std::memory_order_relaxed);
+    work.segments += c.segments.load(std::memory_order_relaxed);
+    work.live = nullptr;
   }
   w.pid = 0;
   if (shutting_down_) {
@@ -538,17 +568,34 @@ void ProcessPool::Impl::maybe_close() {
   }
 }
 
+// Caller holds mu_ and has counted the task in outstanding_.
+void ProcessPool::Impl::enqueue_locked(SegmentTask&& task) {
+  Request req;
+  req.id = next_id_++;
+  req.task = std::move(task);
+  pending_.push_back(std::move(req));
+}
+
 void ProcessPool::Impl::submit(SegmentTask task) {
   {
     std::unique_lock<std::mutex> lock(mu_);
     space_cv_.wait(lock, [this] { return outstanding_ < depth_; });
     ++outstanding_;
-    Request req;
-    req.id = next_id_++;
-    req.task = std::move(task);
-    pending_.push_back(std::move(req));
+    enqueue_locked(std::move(task));
   }
   uv_async_send(&wake_);
+}
+
+bool ProcessPool::Impl::try_submit(std::vector<SegmentTask>& tasks) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (outstanding_ + tasks.size() > depth_) return false;
+    outstanding_ += tasks.size();
+    for (auto& t : tasks) enqueue_locked(std::move(t));
+  }
+  tasks.clear();
+  uv_async_send(&wake_);  // never blocks: it only writes to the loop's eventfd
+  return true;
 }
 
 void ProcessPool::Impl::wait_idle() {
@@ -599,6 +646,30 @@ PoolCounters ProcessPool::Impl::counters() const {
   return counters_;
 }
 
+ExecutorStats ProcessPool::Impl::stats() const {
+  ExecutorStats s;
+  std::lock_guard<std::mutex> lock(mu_);
+  s.outstanding = outstanding_;
+  s.depth = depth_;
+  s.pids = pids_;
+  s.all_ready = std::all_of(ready_.begin(), ready_.end(), [](bool r) { return r; });
+  s.restarts = counters_.restarts;
+  s.redispatched = counters_.redispatched;
+  s.poisoned = counters_.poisoned;
+  for (const SlotWork& work : work_) {
+    uint64_t busy_ns = work.busy_ns;
+    if (work.live) {
+      busy_ns += work.live->busy_ns.load(std::memory_order_relaxed);
+      s.batches += work.live->batches.load(std::memory_order_relaxed);
+      s.segments += work.live->segments.load(std::memory_order_relaxed);
+    }
+    s.batches += work.batches;
+    s.segments += work.segments;
+    s.busy_seconds.push_back(static_cast<double>(busy_ns) / 1e9);
+  }
+  return s;
+}
+
 ProcessPool::ProcessPool(std::shared_ptr<const LoadedModel> model, ProcessPoolOptions options, Completion on_complete)
     : impl_(std::make_unique<Impl>(std::move(model), std::move(options), std::move(on_complete))) {
   impl_->start();
@@ -609,6 +680,8 @@ ProcessPool::~ProcessPool() {
 }
 
 void ProcessPool::submit(SegmentTask task) { impl_->submit(std::move(task)); }
+bool ProcessPool::try_submit(std::vector<SegmentTask>& tasks) { return impl_->try_submit(tasks); }
+ExecutorStats ProcessPool::stats() const { return impl_->stats(); }
 void ProcessPool::wait_idle() { impl_->wait_idle(); }
 int ProcessPool::workers() const { return impl_->workers(); }
 std::vector<int> ProcessPool::worker_pids() const { return impl_->worker_pids(); }

@@ -47,8 +47,10 @@ class ProcessPool final : public Executor {
   ~ProcessPool() override;  // drains, stops the workers, frees every segment
 
   void submit(SegmentTask task) override;
+  bool try_submit(std::vector<SegmentTask>& tasks) override;
   void wait_idle() override;
   int workers() const override;
+  ExecutorStats stats() const override;
 
   // For tests and benchmarks: current worker pids by slot (0 while respawning),
   // whether every worker is ready, counters, and PSS of supervisor + workers.

@@ -15,6 +15,20 @@ std::string shape_text(const torch::Tensor& t) {
 
 }  // namespace
 
+std::string item_size_error(const ModelConfig& config, TaskInput input, size_t floats) {
+  if (input == TaskInput::kPcm) {
+    const size_t want = static_cast<size_t>(config.segment_samples());
+    if (floats == want) return "";
+    return "segment has " + std::to_string(floats) + " samples, model expects " + std::to_string(want);
+  }
+  const size_t want = static_cast<size_t>(config.item_floats());
+  if (floats == want) return "";
+  std::string shape;
+  for (const int64_t d : config.item_shape()) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+  return "model input has " + std::to_string(floats) + " floats, model expects " + std::to_string(want) +
+         " (one item of shape [" + shape + "])";
+}
+
 Engine::Engine(std::shared_ptr<const LoadedModel> model)
     : model_(std::move(model)), module_(model_->module), features_(model_->config) {}
 
@@ -30,8 +44,41 @@ torch::Tensor Engine::forward(const torch::Tensor& input) {
 
 std::vector<std::vector<float>> Engine::infer(const std::vector<const float*>& segments) {
   c10::InferenceMode guard;
-  torch::Tensor scores = forward(features_.compute(segments)).to(torch::kFloat32).contiguous();
-  const int64_t batch = static_cast<int64_t>(segments.size());
+  return scores_of(features_.compute(segments), static_cast<int64_t>(segments.size()));
+}
+
+std::vector<std::vector<float>> Engine::infer_items(const std::vector<BatchItem>& items) {
+  c10::InferenceMode guard;
+  return scores_of(batch_input(items), static_cast<int64_t>(items.size()));
+}
+
+// The features of the PCM items are computed in one call (the STFT batches
+// well); model-input items are zero-copy views until torch::cat copies every
+// row once into the batch tensor, in item order.
+torch::Tensor Engine::batch_input(const std::vector<BatchItem>& items) const {
+  std::vector<const float*> pcm;
+  for (const auto& item : items) {
+    if (item.input == TaskInput::kPcm) pcm.push_back(item.data);
+  }
+  if (pcm.size() == items.size()) return features_.compute(pcm);  // the common case: no cat
+  const torch::Tensor features = pcm.empty() ? torch::Tensor() : features_.compute(pcm);
+  std::vector<int64_t> shape = model_->config.item_shape();
+  shape.insert(shape.begin(), 1);
+  std::vector<torch::Tensor> rows;
+  rows.reserve(items.size());
+  int64_t next_pcm = 0;
+  for (const auto& item : items) {
+    if (item.input == TaskInput::kPcm) {
+      rows.push_back(features.narrow(0, next_pcm++, 1));
+    } else {
+      rows.push_back(torch::from_blob(const_cast<float*>(item.data), shape, torch::kFloat32));
+    }
+  }
+  return torch::cat(rows, 0);
+}
+
+std::vector<std::vector<float>> Engine::scores_of(const torch::Tensor& input, int64_t batch) {
+  torch::Tensor scores = forward(input).to(torch::kFloat32).contiguous();
   const int64_t labels = static_cast<int64_t>(model_->config.labels.size());
   if (scores.dim() != 2 || scores.size(0) != batch || scores.size(1) != labels) {
     throw ModelError(model_->dir + "/model.pt: output shape " + shape_text(scores) +

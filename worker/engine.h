@@ -4,12 +4,27 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "worker/executor.h"
 #include "worker/features.h"
 #include "worker/model.h"
 
 namespace corepool {
+
+// One item of a batch that may mix kinds: PCM for the feature step, or one
+// item of the model's input (ModelConfig::item_floats() floats). The floats
+// must outlive the infer_items() call; they are read, never written.
+struct BatchItem {
+  const float* data = nullptr;
+  TaskInput input = TaskInput::kPcm;
+};
+
+// "" if `floats` is the right size for an item of kind `input`, else the error
+// text a task of that size is answered with. Both executors check with this
+// before anything reads the floats.
+std::string item_size_error(const ModelConfig& config, TaskInput input, size_t floats);
 
 class Engine {
  public:
@@ -19,6 +34,10 @@ class Engine {
   // each); returns one score vector per segment (labels.size() values).
   // Throws c10::Error / ModelError on a failed forward or a wrongly shaped output.
   std::vector<std::vector<float>> infer(const std::vector<const float*>& segments);
+  // The same for a batch that mixes kinds, still in one forward(): features
+  // for the PCM items, the model-input items viewed in place, concatenated in
+  // order. Scores come back in item order.
+  std::vector<std::vector<float>> infer_items(const std::vector<BatchItem>& items);
 
   // forward() alone on a ready input tensor: what the bare ceiling measures.
   torch::Tensor forward(const torch::Tensor& input);
@@ -33,6 +52,9 @@ class Engine {
   const LoadedModel& model() const { return *model_; }
 
  private:
+  torch::Tensor batch_input(const std::vector<BatchItem>& items) const;
+  std::vector<std::vector<float>> scores_of(const torch::Tensor& input, int64_t batch);
+
   std::shared_ptr<const LoadedModel> model_;
   torch::jit::Module module_;  // handle copy: shares parameters with model_->module
   FeatureExtractor features_;

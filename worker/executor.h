@@ -1,7 +1,8 @@
 // The seam between the batch/serving front end and whatever runs inference:
-// thread mode (ThreadExecutor, engine threads in this process) today, process
-// mode (forked workers behind shared-memory rings) with the shm issue. The
-// front end submits PCM segments and receives scores through one callback.
+// thread mode (ThreadExecutor, engine threads in this process) or process
+// mode (ProcessPool, forked workers behind shared-memory rings). The front end
+// submits PCM segments (or, for KServe v2 infer, the model's own input) and
+// receives scores through one callback.
 #pragma once
 
 #include <cstdint>
@@ -11,10 +12,18 @@
 
 namespace corepool {
 
+// What a task's floats are: PCM for the feature step, or one item of the
+// model's input tensor that goes to forward() as is (no feature extraction).
+enum class TaskInput : uint8_t { kPcm, kModelInput };
+
 struct SegmentTask {
   uint64_t stream = 0;         // which file / request the segment belongs to
   uint64_t index = 0;          // position of the segment in its stream
-  std::vector<float> samples;  // segment_samples() floats at the model's rate
+  // kPcm: segment_samples() floats at the model's rate. kModelInput: exactly
+  // ModelConfig::item_floats() floats, row-major in item_shape(). A task of
+  // the wrong size is answered with an error result, never run.
+  std::vector<float> samples;
+  TaskInput input = TaskInput::kPcm;
 };
 
 struct SegmentResult {
@@ -22,6 +31,18 @@ struct SegmentResult {
   uint64_t index = 0;
   std::vector<float> scores;   // one per label; empty when error is set
   std::string error;           // non-empty: this segment failed (message says why)
+};
+
+// A snapshot for /metrics and readiness. Counters only grow for the life of
+// the executor, worker respawns included.
+struct ExecutorStats {
+  size_t outstanding = 0;             // submitted, not yet completed
+  size_t depth = 0;                   // the bound on outstanding
+  std::vector<double> busy_seconds;   // per worker slot: time in features + forward()
+  std::vector<int> pids;              // process mode: pid per slot, 0 while respawning
+  bool all_ready = false;             // every worker can take work
+  uint64_t restarts = 0, redispatched = 0, poisoned = 0;  // process mode (PoolCounters)
+  uint64_t batches = 0, segments = 0;  // forward() calls and segments they ran
 };
 
 class Executor {
@@ -33,9 +54,16 @@ class Executor {
   virtual ~Executor() = default;
   // Blocks while the bounded queue is full: backpressure, never unbounded memory.
   virtual void submit(SegmentTask task) = 0;
+  // All or none, never blocks (for an event-loop thread): if every task fits
+  // the free queue space they are all queued, `tasks` is left empty and the
+  // result is true; otherwise nothing is queued, `tasks` is untouched, false.
+  // More tasks than stats().depth never fit.
+  virtual bool try_submit(std::vector<SegmentTask>& tasks) = 0;
   // Returns once every task submitted so far has completed.
   virtual void wait_idle() = 0;
   virtual int workers() const = 0;
+  // Thread-safe and cheap: callable from any thread while work runs.
+  virtual ExecutorStats stats() const = 0;
 };
 
 }  // namespace corepool

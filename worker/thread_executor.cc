@@ -4,6 +4,7 @@
 // bad batch never takes the process down.
 #include "worker/thread_executor.h"
 
+#include <chrono>
 #include <cstring>
 
 #include <spdlog/spdlog.h>
@@ -20,6 +21,7 @@ ThreadExecutor::ThreadExecutor(std::shared_ptr<const LoadedModel> model,
   if (options_.max_batch < 1) options_.max_batch = 1;
   depth_ = options_.queue_depth > 0 ? options_.queue_depth
                                     : 4 * static_cast<size_t>(options_.threads * options_.max_batch);
+  busy_seconds_.assign(options_.threads, 0.0);
   for (int i = 0; i < options_.threads; ++i) threads_.emplace_back([this, i] { run(i); });
   std::unique_lock<std::mutex> lock(mu_);
   started_cv_.wait(lock, [this] { return started_ == options_.threads || startup_error_; });
@@ -52,6 +54,30 @@ void ThreadExecutor::submit(SegmentTask task) {
   work_ready_.notify_one();
 }
 
+bool ThreadExecutor::try_submit(std::vector<SegmentTask>& tasks) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (in_flight_ + tasks.size() > depth_) return false;
+    for (auto& t : tasks) queue_.push_back(std::move(t));
+    in_flight_ += tasks.size();
+  }
+  tasks.clear();
+  work_ready_.notify_all();
+  return true;
+}
+
+ExecutorStats ThreadExecutor::stats() const {
+  ExecutorStats s;
+  s.all_ready = true;  // the constructor returns only once every engine thread has started
+  std::lock_guard<std::mutex> lock(mu_);
+  s.outstanding = in_flight_;
+  s.depth = depth_;
+  s.busy_seconds = busy_seconds_;
+  s.batches = batches_;
+  s.segments = segments_;
+  return s;
+}
+
 void ThreadExecutor::wait_idle() {
   std::unique_lock<std::mutex> lock(mu_);
   idle_.wait(lock, [this] { return in_flight_ == 0; });
@@ -71,11 +97,15 @@ std::vector<SegmentTask> ThreadExecutor::take_batch() {
     batch.push_back(std::move(queue_.front()));
     queue_.pop_front();
   }
-  if (!batch.empty()) {
-    ++batches_;
-    segments_ += batch.size();
-  }
   return batch;
+}
+
+// Before the completions go out: whoever sees a result also sees it counted.
+void ThreadExecutor::account(int slot, size_t segments, double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++batches_;
+  segments_ += segments;
+  busy_seconds_[slot] += seconds;
 }
 
 void ThreadExecutor::finish_batch(size_t n) {
@@ -87,24 +117,47 @@ void ThreadExecutor::finish_batch(size_t n) {
   if (idle) idle_.notify_all();
 }
 
-// A segment of the wrong length would make the feature step read past its
-// buffer: answer it with an error here and run the rest of the batch.
+// A task of the wrong length would make the feature step (or the view of a
+// model input) read past its buffer: answer it with an error here and run the
+// rest of the batch.
 void ThreadExecutor::reject_misshapen(std::vector<SegmentTask>& batch) {
-  const size_t want = static_cast<size_t>(model_->config.segment_samples());
   size_t kept = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     SegmentTask& t = batch[i];
-    if (t.samples.size() == want) {
+    std::string error = item_size_error(model_->config, t.input, t.samples.size());
+    if (error.empty()) {
       if (i != kept) batch[kept] = std::move(t);
       ++kept;
       continue;
     }
-    on_complete_({t.stream, t.index, {},
-                  "segment has " + std::to_string(t.samples.size()) + " samples, model expects " +
-                      std::to_string(want)});
+    on_complete_({t.stream, t.index, {}, std::move(error)});
     finish_batch(1);
   }
   batch.resize(kept);
+}
+
+void ThreadExecutor::run_batch(Engine& engine, int slot, std::vector<SegmentTask>& batch) {
+  std::vector<BatchItem> items;
+  items.reserve(batch.size());
+  for (const auto& t : batch) items.push_back({t.samples.data(), t.input});
+  std::vector<std::vector<float>> scores;
+  std::string error;
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    scores = engine.infer_items(items);
+  } catch (const c10::Error& e) {
+    error = std::string("inference failed: ") + e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    error = std::string("inference failed: ") + e.what();
+  }
+  account(slot, batch.size(),
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    SegmentResult r{batch[i].stream, batch[i].index, {}, error};
+    if (error.empty()) r.scores = std::move(scores[i]);
+    on_complete_(std::move(r));
+  }
+  finish_batch(batch.size());
 }
 
 void ThreadExecutor::run(int slot) {
@@ -134,25 +187,7 @@ void ThreadExecutor::run(int slot) {
     std::vector<SegmentTask> batch = take_batch();
     if (batch.empty()) return;  // stopping and nothing left
     reject_misshapen(batch);
-    if (batch.empty()) continue;
-    std::vector<const float*> pcm;
-    pcm.reserve(batch.size());
-    for (const auto& t : batch) pcm.push_back(t.samples.data());
-    std::vector<std::vector<float>> scores;
-    std::string error;
-    try {
-      scores = engine->infer(pcm);
-    } catch (const c10::Error& e) {
-      error = std::string("inference failed: ") + e.what_without_backtrace();
-    } catch (const std::exception& e) {
-      error = std::string("inference failed: ") + e.what();
-    }
-    for (size_t i = 0; i < batch.size(); ++i) {
-      SegmentResult r{batch[i].stream, batch[i].index, {}, error};
-      if (error.empty()) r.scores = std::move(scores[i]);
-      on_complete_(std::move(r));
-    }
-    finish_batch(batch.size());
+    if (!batch.empty()) run_batch(*engine, slot, batch);
   }
 }
 

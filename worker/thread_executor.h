@@ -16,6 +16,8 @@
 
 namespace corepool {
 
+class Engine;
+
 struct ThreadExecutorOptions {
   int threads = 1;
   int max_batch = 4;
@@ -32,8 +34,10 @@ class ThreadExecutor final : public Executor {
   ~ThreadExecutor() override;
 
   void submit(SegmentTask task) override;
+  bool try_submit(std::vector<SegmentTask>& tasks) override;
   void wait_idle() override;
   int workers() const override { return options_.threads; }
+  ExecutorStats stats() const override;
 
   // Segments per forward() so far, for the batch-size histogram in bench output.
   double mean_batch() const;
@@ -43,6 +47,8 @@ class ThreadExecutor final : public Executor {
   std::vector<SegmentTask> take_batch();
   void finish_batch(size_t n);
   void reject_misshapen(std::vector<SegmentTask>& batch);
+  void run_batch(Engine& engine, int slot, std::vector<SegmentTask>& batch);
+  void account(int slot, size_t segments, double seconds);
 
   std::shared_ptr<const LoadedModel> model_;
   ThreadExecutorOptions options_;
@@ -56,8 +62,9 @@ class ThreadExecutor final : public Executor {
   size_t in_flight_ = 0;                 // queued + running
   size_t depth_ = 0;
   bool stopping_ = false;
-  uint64_t batches_ = 0;
-  uint64_t segments_ = 0;
+  uint64_t batches_ = 0;                 // forward() calls
+  uint64_t segments_ = 0;                // segments they ran
+  std::vector<double> busy_seconds_;     // per engine thread: features + forward()
 
   std::exception_ptr startup_error_;
   int started_ = 0;

@@ -172,6 +172,20 @@ TEST_F(ModelConfigTest, DerivedSampleCountsRoundToTheNearestSample) {
   EXPECT_EQ(config.frames_per_segment(), 101);
 }
 
+// The shape a model-input request must have: one item of the feature step's
+// output ([B, 1, n_mels, frames] or [B, samples]) without the batch dim.
+TEST_F(ModelConfigTest, ItemShapeIsOneItemOfTheModelInput) {
+  const ModelConfig logmel = load_model_config(write(kValid));
+  EXPECT_EQ(logmel.item_shape(), (std::vector<int64_t>{1, 64, 101}));
+  EXPECT_EQ(logmel.item_floats(), 64 * 101);
+  ModelConfig waveform = logmel;
+  waveform.input = InputKind::kWaveform;
+  waveform.sample_rate = 8000;
+  waveform.segment_seconds = 0.5;
+  EXPECT_EQ(waveform.item_shape(), (std::vector<int64_t>{4000}));
+  EXPECT_EQ(waveform.item_floats(), 4000);
+}
+
 TEST_F(ModelConfigTest, ToTomlOutputLoadsBackToTheSameConfig) {
   ModelConfig logmel = load_model_config(write(kValid));
   ModelConfig odd;
