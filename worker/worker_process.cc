@@ -1,8 +1,8 @@
-// A worker is single-threaded: it pops up to max_batch requests, runs them in
-// one forward(), writes scores into the same slab slots and pushes one
-// completion per request. Everything here runs in a freshly forked child, so
-// it touches nothing that another thread of the parent may have held locked at
-// fork time: no parent logger, no stdio, no libuv.
+// A worker is single-threaded: it pops up to max_batch requests (PCM or model
+// input, mixed), runs them in one forward(), writes scores into the same slab
+// slots and pushes one completion per request. Everything here runs in a
+// freshly forked child, so it touches nothing that another thread of the parent
+// may have held locked at fork time: no parent logger, no stdio, no libuv.
 #include "worker/worker_process.h"
 
 #include <signal.h>
@@ -36,6 +36,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+TaskInput kind_of(const shm::RequestDesc& r) {
+  return (r.flags & shm::kModelInput) != 0 ? TaskInput::kModelInput : TaskInput::kPcm;
+}
+
 class WorkerLoop {
  public:
   WorkerLoop(const WorkerSetup& setup, shm::ChannelData* channel, const shm::ChannelLayout& layout,
@@ -54,6 +58,8 @@ class WorkerLoop {
   }
   void take_batch(std::vector<shm::RequestDesc>& batch);
   void run_batch(Engine& engine, const std::vector<shm::RequestDesc>& batch);
+  bool admit(const Engine& engine, const shm::RequestDesc& r);
+  void account(size_t segments, int64_t busy_ns);
   void complete(const shm::RequestDesc& r, int32_t status);
   void mark_running(const std::vector<shm::RequestDesc>& batch);
   char* slot(uint32_t i) { return slab_ + layout_.slab.offset_of(i); }
@@ -104,34 +110,51 @@ void WorkerLoop::take_batch(std::vector<shm::RequestDesc>& batch) {
   }
 }
 
+// False (and the request answered with an error) when its size is wrong for
+// its kind: nothing may read past the floats the supervisor wrote.
+bool WorkerLoop::admit(const Engine& engine, const shm::RequestDesc& r) {
+  const auto* samples = reinterpret_cast<const float*>(slot(r.slot % shm::kRingSlots));
+  if (crash_marker_ && r.samples >= 2 && samples[0] == 12345.0f && samples[1] == -12345.0f) {
+    ::raise(SIGSEGV);  // test-only poison input (COREPOOL_TEST_CRASH_ON_MARKER)
+  }
+  std::string error = item_size_error(engine.model().config, kind_of(r), r.samples);
+  if (error.empty() && r.slot < shm::kRingSlots) return true;
+  if (error.empty()) error = "slab slot " + std::to_string(r.slot) + " out of range";
+  std::snprintf(slot(r.slot % shm::kRingSlots) + layout_.result_offset, shm::kErrorTextBytes, "%s", error.c_str());
+  complete(r, 1);
+  return false;
+}
+
+// Single writer: plain load + store, no read-modify-write needed. Called
+// before the batch's completions are pushed; the push is a release, so whoever
+// pops one of them also sees the batch counted.
+void WorkerLoop::account(size_t segments, int64_t busy_ns) {
+  auto& c = channel_->control;
+  c.busy_ns.store(c.busy_ns.load(std::memory_order_relaxed) + busy_ns, std::memory_order_relaxed);
+  c.batches.store(c.batches.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  c.segments.store(c.segments.load(std::memory_order_relaxed) + segments, std::memory_order_relaxed);
+}
+
 void WorkerLoop::run_batch(Engine& engine, const std::vector<shm::RequestDesc>& batch) {
-  std::vector<const float*> pcm;
+  std::vector<BatchItem> items;
   std::vector<shm::RequestDesc> good;
   for (const auto& r : batch) {
-    const auto* samples = reinterpret_cast<const float*>(slot(r.slot));
-    if (crash_marker_ && r.samples >= 2 && samples[0] == 12345.0f && samples[1] == -12345.0f) {
-      ::raise(SIGSEGV);  // test-only poison input (COREPOOL_TEST_CRASH_ON_MARKER)
-    }
-    if (r.samples != static_cast<uint32_t>(engine.model().config.segment_samples()) ||
-        r.slot >= shm::kRingSlots) {
-      std::snprintf(slot(r.slot % shm::kRingSlots) + layout_.result_offset, shm::kErrorTextBytes,
-                    "segment has %u samples, model expects %d", r.samples,
-                    engine.model().config.segment_samples());
-      complete(r, 1);
-      continue;
-    }
-    pcm.push_back(samples);
+    if (!admit(engine, r)) continue;
+    items.push_back({reinterpret_cast<const float*>(slot(r.slot)), kind_of(r)});
     good.push_back(r);
   }
   if (good.empty()) return;
   beat();
+  const int64_t started = monotonic_ns();
   try {
-    auto scores = engine.infer(pcm);
+    auto scores = engine.infer_items(items);
+    account(good.size(), monotonic_ns() - started);
     for (size_t i = 0; i < good.size(); ++i) {
       std::memcpy(slot(good[i].slot) + layout_.result_offset, scores[i].data(), scores[i].size() * sizeof(float));
       complete(good[i], 0);
     }
   } catch (const std::exception& e) {
+    account(good.size(), monotonic_ns() - started);
     const std::string text = std::string("inference failed: ") +
         (dynamic_cast<const c10::Error*>(&e) ? static_cast<const c10::Error&>(e).what_without_backtrace() : e.what());
     for (const auto& r : good) {
@@ -154,14 +177,29 @@ void WorkerLoop::complete(const shm::RequestDesc& r, int32_t status) {
   completions_.try_push({r.request, r.slot, status});
 }
 
-// Signal state inherited from the parent (libuv's handlers, a blocked mask)
-// must not leak into the worker.
+// Signal state inherited from the parent (libuv's handlers, serve's signal
+// pipe, a blocked mask) must not leak into the worker. SIGINT and SIGHUP are
+// the supervisor's business (drain, reload): a Ctrl-C to the terminal's
+// process group must not kill the workers under a draining supervisor.
 void reset_signals() {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  for (int sig : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGUSR1, SIGUSR2}) ::signal(sig, SIG_DFL);
-  ::signal(SIGPIPE, SIG_IGN);
+  for (int sig : {SIGCHLD, SIGTERM, SIGUSR1, SIGUSR2}) ::signal(sig, SIG_DFL);
+  for (int sig : {SIGPIPE, SIGINT, SIGHUP}) ::signal(sig, SIG_IGN);
+}
+
+// fork() copies every descriptor of the supervisor: listening sockets, client
+// connections, the loop's epoll and signal pipe. A worker holding a client's
+// socket would keep it open after the supervisor closed it, so everything but
+// stdio and the completion eventfd goes. (Mappings survive their fds.)
+void close_inherited_fds(int keep) {
+  if (keep < 3) {
+    ::close_range(3, ~0U, 0);
+    return;
+  }
+  if (keep > 3) ::close_range(3, static_cast<unsigned>(keep) - 1, 0);
+  ::close_range(static_cast<unsigned>(keep) + 1, ~0U, 0);
 }
 
 // fork() does not copy page-table entries of a shared mapping: the first
@@ -194,6 +232,7 @@ std::shared_ptr<spdlog::logger> make_worker_logger(const WorkerSetup& setup) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != setup.parent_pid) ::_exit(kWorkerExitOk);  // parent died before prctl
   reset_signals();
+  close_inherited_fds(setup.completion_eventfd);
   auto log = make_worker_logger(setup);
   spdlog::set_default_logger(log);
   channel->control.pid.store(::getpid());
