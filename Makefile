@@ -9,7 +9,7 @@ CTEST_ARGS ?=
 
 CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=$(TYPE) -DCMAKE_INSTALL_PREFIX=$(PREFIX)
 
-.PHONY: all deps configure build run test install clean model bench bench-memory bench-ring
+.PHONY: all deps configure build run test install clean model bench bench-memory bench-ring bench-serve
 
 all: build
 
@@ -43,6 +43,10 @@ bench-memory: deps build
 
 bench-ring: deps build
 	$(BUILD)/bench/corepool-ring-bench
+
+# The HTTP service: READY time, latency over its own floor, wrk throughput.
+bench-serve: deps build
+	$(BUILD)/bench/corepool-serve-bench --corepool $(BUILD)/supervisor/corepool --model models/default
 
 # Regenerate models/default/model.pt from its generator.
 model: configure

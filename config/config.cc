@@ -30,7 +30,61 @@ void read_engine(TomlReader& reader, Config& config) {
   config.hang_timeout_ms = reader.get_int("engine.hang_timeout_ms", config.hang_timeout_ms, 100, 3600000);
 }
 
+// "" when `text` is host:port (filling `out`), else why it is not.
+std::string host_port_problem(const std::string& text, HostPort& out) {
+  const std::string prefix = "\"" + text + "\" is not host:port (";
+  std::string port;
+  if (!text.empty() && text.front() == '[') {  // [v6]:port
+    const auto close = text.find(']');
+    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+      return prefix + "write IPv6 as [addr]:port)";
+    }
+    out.host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    const auto colon = text.rfind(':');
+    if (colon == std::string::npos) return prefix + "no port)";
+    out.host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    if (out.host.find(':') != std::string::npos) return prefix + "write IPv6 as [addr]:port)";
+  }
+  if (out.host.empty()) return prefix + "no host)";
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) {
+    return prefix + "the port must be a number)";
+  }
+  out.port = std::stoi(port);
+  if (out.port > 65535) return prefix + "the port is over 65535)";
+  return "";
+}
+
+void read_serve(TomlReader& reader, Config& config) {
+  config.listen = reader.get_string("serve.listen", config.listen);
+  HostPort unused;
+  if (!config.listen.empty()) {
+    if (std::string problem = host_port_problem(config.listen, unused); !problem.empty()) {
+      reader.fail("serve.listen", problem);
+    }
+  }
+  config.unix_socket = reader.get_string("serve.unix_socket", config.unix_socket);
+  config.max_body_mb = reader.get_int("serve.max_body_mb", config.max_body_mb, 1, 4096);
+  config.max_connections = reader.get_int("serve.max_connections", config.max_connections, 1, 1000000);
+  config.idle_timeout_s = reader.get_int("serve.idle_timeout_s", config.idle_timeout_s, 1, 86400);
+  config.header_timeout_s = reader.get_int("serve.header_timeout_s", config.header_timeout_s, 1, 3600);
+  config.body_timeout_s = reader.get_int("serve.body_timeout_s", config.body_timeout_s, 1, 3600);
+  config.drain_timeout_s = reader.get_int("serve.drain_timeout_s", config.drain_timeout_s, 0, 3600);
+  config.max_audio_requests = reader.get_int("serve.max_audio_requests", config.max_audio_requests, 1, 100000);
+  config.audio_threads = reader.get_int("serve.audio_threads", config.audio_threads, 1, 64);
+  config.retry_after_s = reader.get_int("serve.retry_after_s", config.retry_after_s, 1, 3600);
+}
+
 }  // namespace
+
+HostPort parse_host_port(const std::string& text, const std::string& what) {
+  HostPort out;
+  const std::string problem = host_port_problem(text, out);
+  if (!problem.empty()) throw ConfigError(what + ": " + problem);
+  return out;
+}
 
 Config load_config(const std::string& path) {
   TomlReader reader(path);
@@ -39,6 +93,7 @@ Config load_config(const std::string& path) {
   read_engine(reader, config);
   config.out_dir = get_path(reader, "batch.out_dir", config.out_dir);
   config.force = reader.get_bool("batch.force", config.force);
+  read_serve(reader, config);
   config.log_level = reader.get_string("log.level", config.log_level,
                                        {"trace", "debug", "info", "warn", "error", "off"});
   reader.check_no_unknown_keys();

@@ -30,9 +30,29 @@ struct Config {
   // [batch]
   std::string out_dir = "corepool-out";  // where batch writes one .jsonl per input
   bool force = false;                    // redo files whose result is already complete
+  // [serve]
+  std::string listen = "127.0.0.1:8080";  // TCP "host:port" ("[v6]:port"); "" = no TCP listener
+  std::string unix_socket;                // Unix socket path (mode 0660); "" = none
+  int max_body_mb = 64;                   // a request body over this is answered 413
+  int max_connections = 4096;             // more are answered 503 and closed
+  int idle_timeout_s = 60;                // keep-alive connection idle this long is closed
+  int header_timeout_s = 10;              // headers must arrive within this (else 408)
+  int body_timeout_s = 60;                // the body within this after the headers (else 408)
+  int drain_timeout_s = 20;               // SIGTERM: in-flight requests get this long
+  int max_audio_requests = 64;            // /v1/audio:tag requests queued or decoding; more get 503
+  int audio_threads = 1;                  // threads decoding audio request bodies
+  int retry_after_s = 1;                  // Retry-After of a 503 for a full queue
   // [log]
   std::string log_level = "info";  // trace | debug | info | warn | error | off
 };
+
+// "127.0.0.1:8080" / "[::1]:8080" -> host and port. Throws ConfigError naming
+// `what` (e.g. "serve.listen") when the text is not host:port with 0 <= port <= 65535.
+struct HostPort {
+  std::string host;
+  int port = 0;
+};
+HostPort parse_host_port(const std::string& text, const std::string& what);
 
 // Reads `path` over the defaults. Throws ConfigError (file:line: key: reason) on
 // a syntax error, an unknown key, a wrong type or an out-of-range value.

@@ -12,6 +12,7 @@ PACKAGES=(
   libsndfile1-dev libsamplerate0-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libsystemd-dev
   gnuplot-nox procps
+  curl wrk systemd
 )
 
 missing=()

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "supervisor/event_json.h"
 #include "supervisor/inputs.h"
 #include "supervisor/progress.h"
 #include "supervisor/result_file.h"
@@ -26,8 +27,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
-
-double rounded(double v, double scale) { return std::round(v * scale) / scale; }
 
 struct FileJob {
   BatchInput input;
@@ -91,8 +90,7 @@ uint64_t BatchRun::open_job(const BatchInput& input) {
       model_.labels, model_.thresholds, model_.segment_seconds, model_.hop_seconds,
       [this, &job](const Event& e) {
         ++job.event_count;
-        write(job, {{"start", rounded(e.start, 1e3)}, {"end", rounded(e.end, 1e3)},
-                    {"label", e.label}, {"score", rounded(e.score, 1e4)}});
+        write(job, event_json(e));
       });
   return id;
 }

@@ -41,8 +41,6 @@ int run_memory_point(const BenchOptions& options);
 int run_respawn_point(const BenchOptions& options);
 int run_memory_bench(const BenchOptions& options);
 
-// Proportional set size of a process in kB (from /proc/PID/smaps_rollup), -1 if unreadable.
-long pss_kb(int pid);
 
 // Runs this binary with `args`; returns its stdout. Throws on a non-zero exit.
 std::string run_self(const std::vector<std::string>& args);

@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "supervisor/bench.h"
+#include "supervisor/process_memory.h"
 #include "supervisor/process_pool.h"
 
 namespace corepool {
@@ -54,14 +55,6 @@ ProcessPoolOptions pool_options(int workers, bool naive) {
 
 }  // namespace
 
-long pss_kb(int pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/smaps_rollup");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("Pss:", 0) == 0) return std::atol(line.c_str() + 4);
-  }
-  return -1;
-}
-
 int run_memory_point(const BenchOptions& o) {
   auto model = load_model(o.model_dir);
   const size_t weight_bytes = model->weight_bytes;
@@ -71,9 +64,9 @@ int run_memory_point(const BenchOptions& o) {
   const uint64_t n = 3 * static_cast<uint64_t>(o.workers);
   for (uint64_t i = 0; i < n; ++i) pool.submit({0, i, std::vector<float>(model->config.segment_samples(), 0.01f)});
   counter.wait_for(n);
-  long total = pss_kb(::getpid());
+  long total = read_process_memory(::getpid()).pss_kb;
   const long supervisor = total;
-  for (int pid : pool.worker_pids()) total += pss_kb(pid);
+  for (int pid : pool.worker_pids()) total += read_process_memory(pid).pss_kb;
   std::printf("%s\n", json{{"kind", "memory"}, {"workers", o.workers}, {"naive", o.naive},
                            {"pss_kb", total}, {"supervisor_pss_kb", supervisor},
                            {"weight_bytes", weight_bytes}}.dump().c_str());

@@ -1,5 +1,5 @@
 // HttpServer: listeners, the loop thread, the Responder hand-off and stop().
-// Called by `corepool serve` (not yet wired). The loop thread owns every libuv
+// Called by `corepool serve` (supervisor/serve.cc). The loop thread owns every libuv
 // handle after start(); other threads reach it only through the Mailbox.
 // Connections live in connections_ until both their handles are closed.
 #include "supervisor/http_server.h"
@@ -129,6 +129,7 @@ class HttpServer::Impl final : public http::ConnectionOwner {
   uv_loop_t loop_{};
   uv_async_t wake_{};
   uv_timer_t drain_timer_{};
+  uv_timer_t tick_timer_{};
   std::vector<std::unique_ptr<Listener>> listeners_;  // freed after the loop has ended
   std::unordered_map<std::uint64_t, std::unique_ptr<http::Connection>> connections_;
   std::shared_ptr<http::Mailbox> mailbox_;
@@ -153,6 +154,11 @@ void HttpServer::Impl::start(Handler handler) {
   loop_.data = this;
   uv_async_init(&loop_, &wake_, [](uv_async_t* a) { static_cast<Impl*>(a->loop->data)->on_wake(); });
   uv_timer_init(&loop_, &drain_timer_);
+  uv_timer_init(&loop_, &tick_timer_);
+  if (options_.tick_ms > 0 && options_.on_tick) {
+    uv_timer_start(&tick_timer_, [](uv_timer_t* t) { static_cast<Impl*>(t->loop->data)->options_.on_tick(); },
+                   static_cast<std::uint64_t>(options_.tick_ms), static_cast<std::uint64_t>(options_.tick_ms));
+  }
   mailbox_ = std::make_shared<http::Mailbox>(&wake_);
   try {
     open_listeners();
@@ -171,6 +177,7 @@ void HttpServer::Impl::abort_start() {
   for (auto& l : listeners_) uv_close(&l->handle, nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&wake_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&drain_timer_), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&tick_timer_), nullptr);
   uv_run(&loop_, UV_RUN_DEFAULT);  // runs the close callbacks
   uv_loop_close(&loop_);
   listeners_.clear();
@@ -304,6 +311,7 @@ void HttpServer::Impl::on_wake() {
 
 void HttpServer::Impl::begin_stop(std::chrono::milliseconds drain) {
   stopping_ = true;
+  uv_close(reinterpret_cast<uv_handle_t*>(&tick_timer_), nullptr);  // a draining server is not healthy
   for (auto& l : listeners_) uv_close(&l->handle, nullptr);
   if (unix_bound_) ::unlink(options_.unix_path.c_str());
   unix_bound_ = false;

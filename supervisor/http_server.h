@@ -2,7 +2,7 @@
 // puts its Open Inference Protocol endpoints behind it. The server owns its
 // loop, listeners and connections; a Handler runs on the loop thread and
 // answers through a Responder that may outlive the request, the connection and
-// even the server (a late send is then a no-op). Not yet wired into main.cc.
+// even the server (a late send is then a no-op). Used by `corepool serve`.
 #pragma once
 
 #include <chrono>
@@ -45,6 +45,10 @@ struct HttpServerOptions {
   int idle_timeout_ms = 60000;    // keep-alive: between requests
   int header_timeout_ms = 10000;  // a request's headers must arrive within this (slowloris)
   int body_timeout_ms = 60000;    // its body within this, counted from the end of headers
+  // Called on the loop thread every tick_ms while the server runs (0 = never):
+  // proof that the loop turns, for a watchdog. Must not block.
+  int tick_ms = 0;
+  std::function<void()> on_tick;
 };
 
 // Counters since start(). A snapshot, copied under a lock.

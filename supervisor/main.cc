@@ -17,7 +17,9 @@
 #include "config/config.h"
 #include "supervisor/batch.h"
 #include "supervisor/bench.h"
+#include "supervisor/executor_factory.h"
 #include "supervisor/process_pool.h"
+#include "supervisor/serve.h"
 #include "supervisor/startup_report.h"
 #include "worker/cpus.h"
 #include "worker/model.h"
@@ -41,6 +43,9 @@ struct Cli {
   bool no_progress = false;
   bool pin = true;
   std::vector<std::string> paths;
+  std::string listen;
+  std::string unix_socket;
+  bool listen_set = false;
   corepool::BenchOptions bench;
 };
 
@@ -67,40 +72,18 @@ corepool::Config effective_config(const Cli& cli) {
   if (cli.intra > 0) cfg.intra_op_threads = cli.intra;
   if (!cli.out_dir.empty()) cfg.out_dir = cli.out_dir;
   if (cli.force) cfg.force = true;
+  if (cli.listen_set) {
+    if (!cli.listen.empty()) corepool::parse_host_port(cli.listen, "--listen");  // throws ConfigError
+    cfg.listen = cli.listen;
+  }
+  if (!cli.unix_socket.empty()) cfg.unix_socket = cli.unix_socket;
   cfg.model_dir = resolve_model_dir(cfg.model_dir);
   return cfg;
 }
 
-corepool::ExecutorFactory make_executor_factory(const corepool::Config& cfg,
-                                                std::shared_ptr<const corepool::LoadedModel> model) {
-  const corepool::CpuBudget budget = corepool::usable_cpus();
-  const int workers = cfg.workers > 0 ? cfg.workers : budget.usable;
-  const std::vector<int> cpus = cfg.pin_threads ? budget.allowed : std::vector<int>{};
-  spdlog::info("model {} ({} labels, {:.1f} MB of weights), {} mode, {} {}", cfg.model_dir,
-               model->config.labels.size(), model->weight_bytes / 1e6, cfg.mode, workers,
-               cfg.mode == "thread" ? "engine thread(s)" : "worker process(es)");
-  if (cfg.mode == "process") {
-    corepool::ProcessPoolOptions opts;
-    opts.workers = workers;
-    opts.max_batch = cfg.max_batch;
-    opts.max_batch_delay_us = cfg.max_batch_delay_us;
-    opts.queue_depth = cfg.queue_depth;
-    opts.cpus = cpus;
-    opts.hang_timeout_ms = cfg.hang_timeout_ms;
-    opts.log_level = cfg.log_level;
-    return [model, opts](corepool::Executor::Completion done) {
-      return std::make_unique<corepool::ProcessPool>(model, opts, std::move(done));
-    };
-  }
-  corepool::ThreadExecutorOptions opts{workers, cfg.max_batch, cfg.queue_depth, cpus};
-  return [model, opts](corepool::Executor::Completion done) {
-    return std::make_unique<corepool::ThreadExecutor>(model, opts, std::move(done));
-  };
-}
-
 int run_batch_command(const corepool::Config& cfg, const Cli& cli) {
   auto model = corepool::load_model(cfg.model_dir);
-  const corepool::ExecutorFactory factory = make_executor_factory(cfg, model);
+  const corepool::ExecutorFactory factory = corepool::make_executor_factory(cfg, model);
   corepool::BatchOptions batch;
   batch.paths = cli.paths;
   batch.out_dir = cfg.out_dir;
@@ -115,6 +98,13 @@ int run_batch_command(const corepool::Config& cfg, const Cli& cli) {
                stats.files_ok, stats.files_failed, stats.audio_seconds, stats.wall_seconds,
                stats.wall_seconds > 0 ? stats.audio_seconds / stats.wall_seconds : 0.0);
   return stats.exit_code() == 0 ? kOk : kInputsFailed;
+}
+
+int run_serve_command(const corepool::Config& cfg, const Cli& cli) {
+  corepool::ServeOptions options;
+  options.config = cfg;
+  options.reload_config = [cli] { return effective_config(cli); };
+  return corepool::run_serve(options);
 }
 
 void add_engine_flags(CLI::App* cmd, Cli& cli) {
@@ -143,6 +133,13 @@ int main(int argc, char** argv) {
   batch->add_flag("--force", cli.force, "redo inputs whose result is already complete");
   batch->add_flag("--no-progress", cli.no_progress, "never draw the progress bar");
   batch->add_option("paths", cli.paths, "files, directories or glob patterns")->required();
+
+  auto* serve = app.add_subcommand("serve", "HTTP service: KServe v2 infer, /v1/audio:tag, health, /metrics");
+  add_engine_flags(serve, cli);
+  serve->add_option("--mode", cli.mode, "thread | process")->check(CLI::IsMember({"thread", "process"}));
+  serve->add_option("--listen", cli.listen, "TCP host:port ([v6]:port), \"\" for none; default serve.listen")
+      ->each([&cli](const std::string&) { cli.listen_set = true; });
+  serve->add_option("--unix", cli.unix_socket, "also listen on this Unix socket path (mode 0660)");
 
   auto* bench = app.add_subcommand("bench", "measure thread and process mode against the bare forward() ceiling");
   add_engine_flags(bench, cli);
@@ -180,6 +177,7 @@ int main(int argc, char** argv) {
   corepool::log_host_facts();
   try {
     if (app.got_subcommand("batch")) return run_batch_command(cfg, cli);
+    if (app.got_subcommand("serve")) return run_serve_command(cfg, cli);
     cli.bench.model_dir = cfg.model_dir;
     cli.bench.workers = cfg.workers;
     cli.bench.max_batch = cfg.max_batch;

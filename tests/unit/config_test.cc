@@ -66,6 +66,17 @@ void expect_same(const Config& actual, const Config& expected) {
   EXPECT_EQ(actual.out_dir, expected.out_dir);
   EXPECT_EQ(actual.force, expected.force);
   EXPECT_EQ(actual.log_level, expected.log_level);
+  EXPECT_EQ(actual.listen, expected.listen);
+  EXPECT_EQ(actual.unix_socket, expected.unix_socket);
+  EXPECT_EQ(actual.max_body_mb, expected.max_body_mb);
+  EXPECT_EQ(actual.max_connections, expected.max_connections);
+  EXPECT_EQ(actual.idle_timeout_s, expected.idle_timeout_s);
+  EXPECT_EQ(actual.header_timeout_s, expected.header_timeout_s);
+  EXPECT_EQ(actual.body_timeout_s, expected.body_timeout_s);
+  EXPECT_EQ(actual.drain_timeout_s, expected.drain_timeout_s);
+  EXPECT_EQ(actual.max_audio_requests, expected.max_audio_requests);
+  EXPECT_EQ(actual.audio_threads, expected.audio_threads);
+  EXPECT_EQ(actual.retry_after_s, expected.retry_after_s);
 }
 
 TEST_F(ConfigTest, ShippedDefaultsFileLoadsToExactlyTheBuiltInDefaults) {
@@ -79,7 +90,11 @@ TEST_F(ConfigTest, ShippedDefaultsFileSetsEveryKeyItDocuments) {
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   for (const char* key : {"dir =", "mode =", "workers =", "intra_op_threads =",
                           "inter_op_threads =", "max_batch =", "queue_depth =", "pin_threads =",
-                          "max_batch_delay_us =", "hang_timeout_ms =", "out_dir =", "force =", "level ="}) {
+                          "max_batch_delay_us =", "hang_timeout_ms =", "out_dir =", "force =", "level =",
+                          "listen =", "unix_socket =", "max_body_mb =", "max_connections =",
+                          "idle_timeout_s =", "header_timeout_s =", "body_timeout_s =",
+                          "drain_timeout_s =", "max_audio_requests =", "audio_threads =",
+                          "retry_after_s ="}) {
     EXPECT_NE(text.find(std::string("\n") + key), std::string::npos) << key;
   }
 }
@@ -105,10 +120,33 @@ hang_timeout_ms = 1500
 [batch]
 out_dir = "/tmp/out"
 force = true
+[serve]
+listen = "[::1]:9000"
+unix_socket = "/run/corepool/x.sock"
+max_body_mb = 8
+max_connections = 100
+idle_timeout_s = 5
+header_timeout_s = 2
+body_timeout_s = 3
+drain_timeout_s = 7
+max_audio_requests = 9
+audio_threads = 2
+retry_after_s = 4
 [log]
 level = "debug"
 )"));
   Config expected;
+  expected.listen = "[::1]:9000";
+  expected.unix_socket = "/run/corepool/x.sock";
+  expected.max_body_mb = 8;
+  expected.max_connections = 100;
+  expected.idle_timeout_s = 5;
+  expected.header_timeout_s = 2;
+  expected.body_timeout_s = 3;
+  expected.drain_timeout_s = 7;
+  expected.max_audio_requests = 9;
+  expected.audio_threads = 2;
+  expected.retry_after_s = 4;
   expected.model_dir = "/srv/models/vad";
   expected.mode = "process";
   expected.workers = 6;
@@ -238,6 +276,23 @@ TEST_F(ConfigTest, MissingFileSaysCannotOpenWithTheReason) {
 TEST_F(ConfigTest, DirectoryInsteadOfFileIsAnErrorNotAnEmptyConfig) {
   EXPECT_THROW(load_config(dir_.string()), ConfigError);
 }
+
+TEST_F(ConfigTest, ListenAddressesParseAsHostAndPort) {
+  EXPECT_EQ(parse_host_port("127.0.0.1:8080", "x").host, "127.0.0.1");
+  EXPECT_EQ(parse_host_port("127.0.0.1:8080", "x").port, 8080);
+  EXPECT_EQ(parse_host_port("[::1]:0", "x").host, "::1");
+  EXPECT_EQ(parse_host_port("[::1]:0", "x").port, 0);
+  for (const char* bad : {"8080", ":80", "host:", "host:99999", "host:8o", "::1:80", "[::1]80", "[::1"}) {
+    EXPECT_THROW(parse_host_port(bad, "serve.listen"), ConfigError) << bad;
+  }
+}
+
+TEST_F(ConfigTest, ABadListenAddressNamesFileLineAndKey) {
+  const std::string error = error_for("[serve]\nlisten = \"localhost\"\n");
+  EXPECT_NE(error.find("corepool.toml:2: serve.listen"), std::string::npos) << error;
+  EXPECT_NE(error.find("no port"), std::string::npos) << error;
+}
+
 
 }  // namespace
 }  // namespace corepool

@@ -1,0 +1,41 @@
+#include "supervisor/executor_factory.h"
+
+#include <spdlog/spdlog.h>
+
+#include "supervisor/process_pool.h"
+#include "worker/cpus.h"
+#include "worker/thread_executor.h"
+
+namespace corepool {
+
+int effective_workers(const Config& config) {
+  return config.workers > 0 ? config.workers : usable_cpus().usable;
+}
+
+ExecutorFactory make_executor_factory(const Config& cfg, std::shared_ptr<const LoadedModel> model) {
+  const CpuBudget budget = usable_cpus();
+  const int workers = effective_workers(cfg);
+  const std::vector<int> cpus = cfg.pin_threads ? budget.allowed : std::vector<int>{};
+  spdlog::info("model {} ({} labels, {:.1f} MB of weights), {} mode, {} {}", cfg.model_dir,
+               model->config.labels.size(), model->weight_bytes / 1e6, cfg.mode, workers,
+               cfg.mode == "thread" ? "engine thread(s)" : "worker process(es)");
+  if (cfg.mode == "process") {
+    ProcessPoolOptions opts;
+    opts.workers = workers;
+    opts.max_batch = cfg.max_batch;
+    opts.max_batch_delay_us = cfg.max_batch_delay_us;
+    opts.queue_depth = cfg.queue_depth;
+    opts.cpus = cpus;
+    opts.hang_timeout_ms = cfg.hang_timeout_ms;
+    opts.log_level = cfg.log_level;
+    return [model, opts](Executor::Completion done) {
+      return std::make_unique<ProcessPool>(model, opts, std::move(done));
+    };
+  }
+  ThreadExecutorOptions opts{workers, cfg.max_batch, cfg.queue_depth, cpus};
+  return [model, opts](Executor::Completion done) {
+    return std::make_unique<ThreadExecutor>(model, opts, std::move(done));
+  };
+}
+
+}  // namespace corepool

@@ -1,0 +1,65 @@
+// The Open Inference Protocol (KServe v2 REST) as JSON: server and model
+// metadata, and the infer request/response for corepool's one-input,
+// one-output models. Pure functions over ModelConfig, no LibTorch and no
+// sockets, so every malformed request is unit-tested here; serve_routes.cc
+// calls them on the HTTP loop thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/model_config.h"
+
+namespace corepool::oip {
+
+constexpr const char* kInputName = "input";
+constexpr const char* kOutputName = "scores";
+constexpr const char* kModelVersion = "1";
+
+// A request the protocol rejects: the message is the client's "error" text.
+struct ProtocolError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct InferRequest {
+  std::string id;                   // echoed back when present
+  int64_t batch = 0;                // items: the first dimension of the input's shape
+  std::vector<std::vector<float>> items;  // batch x item_floats(), row-major
+};
+
+// Parses and checks a JSON infer request against the model: exactly one input
+// named "input" of datatype FP32 (FP64 and integer data are accepted and
+// converted), shape [B, item_shape...] with 1 <= B <= max_batch, data flat or
+// nested, every value a finite number, outputs (if asked) only "scores".
+// Throws ProtocolError naming the field ("inputs[0].shape: ...").
+InferRequest parse_infer_request(std::string_view body, const ModelConfig& model, int64_t max_batch);
+
+// The same request in the binary tensor data extension (Triton's): the body is
+// `json_bytes` of JSON header whose input carries "parameters":
+// {"binary_data_size": N}, then N bytes of little-endian FP32 data.
+InferRequest parse_binary_infer_request(std::string_view body, size_t json_bytes, const ModelConfig& model,
+                                        int64_t max_batch);
+
+// {"model_name", "model_version", "id"?, "outputs": [{"name": "scores",
+// "datatype": "FP32", "shape": [B, labels], "data": [...]}]}.
+std::string infer_response(const ModelConfig& model, const std::string& id,
+                           const std::vector<std::vector<float>>& scores);
+
+std::string server_metadata(std::string_view version);
+std::string model_metadata(const ModelConfig& model);
+
+// "/v2/models/NAME/infer" -> {"NAME", "infer"}; "/v2/models/NAME" -> {"NAME", ""};
+// "/v2/models/NAME/versions/1/ready" -> {"NAME", "ready"} (version must be "1",
+// else std::nullopt like any other path that is not a model path).
+struct ModelPath {
+  std::string name;
+  std::string action;  // "", "ready", "infer"
+  std::string version;  // "" unless the path named one
+};
+std::optional<ModelPath> parse_model_path(std::string_view path);
+
+}  // namespace corepool::oip

@@ -1,0 +1,173 @@
+// `corepool serve` under real load: wrk drives infer requests through two
+// reloads (one of them to a different model) and not one request fails; a
+// thousand idle keep-alive connections are held while the API keeps answering.
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/engine/serve_support.h"
+#include "tests/engine/test_support.h"
+
+namespace corepool {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using nlohmann::json;
+using testing::curl;
+using testing::ServeProcess;
+
+constexpr const char* kWrk = "/usr/bin/wrk";
+
+// A wrk script that POSTs one infer request of the default model's shape.
+std::string write_infer_script(const testing::TempDir& dir) {
+  json data = json::array();
+  for (int i = 0; i < 1 * 64 * 101; ++i) data.push_back((i % 17) * 0.1);
+  const json body = {{"inputs", {{{"name", "input"}, {"datatype", "FP32"}, {"shape", {1, 1, 64, 101}}, {"data", data}}}}};
+  std::ofstream(dir.path() + "/infer.json") << body.dump();
+  const std::string script = dir.path() + "/infer.lua";
+  std::ofstream(script) << "wrk.method = \"POST\"\n"
+                        << "wrk.headers[\"Content-Type\"] = \"application/json\"\n"
+                        << "local f = io.open(\"" << dir.path() << "/infer.json\", \"rb\")\n"
+                        << "wrk.body = f:read(\"*a\")\nf:close()\n";
+  return script;
+}
+
+// A copy of the default model whose labels have other names: a reload to it
+// is visible in the model's metadata.
+std::string renamed_model(const testing::TempDir& dir) {
+  const fs::path to = fs::path(dir.path()) / "model2";
+  fs::create_directories(to);
+  fs::copy_file(fs::path(COREPOOL_DEFAULT_MODEL) / "model.pt", to / "model.pt");
+  std::string toml = testing::read_file(std::string(COREPOOL_DEFAULT_MODEL) + "/model.toml");
+  toml = std::regex_replace(toml, std::regex("\"speech\""), "\"voice\"");
+  std::ofstream(to / "model.toml") << toml;
+  return to.string();
+}
+
+double metric_of(const testing::TempDir& dir, const ServeProcess& server, const std::string& name) {
+  return testing::metric(curl(dir, {server.url("/metrics")}).body, name);
+}
+
+TEST(ServeLoadTest, ReloadsUnderWrkLoadFailNoRequest) {
+  testing::TempDir dir;
+  const std::string config = dir.path() + "/corepool.toml";
+  std::ofstream(config) << "[engine]\nmode = \"process\"\nworkers = 2\n[model]\ndir = \"" << COREPOOL_DEFAULT_MODEL << "\"\n";
+  ServeProcess server(dir, {}, {}, {"--config", config});
+  ASSERT_TRUE(server.started()) << server.log();
+  const testing::Spawned wrk = testing::spawn_process(
+      {kWrk, "-t2", "-c8", "-d12s", "--timeout", "10s", "-s", write_infer_script(dir),
+       server.url("/v2/models/default/infer")},
+      dir.path());
+  ASSERT_TRUE(testing::wait_until([&] { return metric_of(dir, server, R"(corepool_requests_total{endpoint="infer",code="200"})") > 20; },
+                                  std::chrono::seconds(30)));
+  server.signal(SIGHUP);
+  ASSERT_TRUE(testing::wait_until([&] { return metric_of(dir, server, "corepool_generation") == 2; },
+                                  std::chrono::seconds(30))) << server.log();
+  server.signal(SIGHUP);
+  ASSERT_TRUE(testing::wait_until([&] { return metric_of(dir, server, "corepool_generation") == 3; },
+                                  std::chrono::seconds(30))) << server.log();
+  const testing::ProcessResult load = testing::wait_process(wrk, std::chrono::seconds(60));
+  ASSERT_EQ(load.exit_code, 0) << load.err;
+  EXPECT_THAT(load.out, HasSubstr("requests in"));
+  EXPECT_THAT(load.out, Not(HasSubstr("Non-2xx")));
+  EXPECT_THAT(load.out, Not(HasSubstr("Socket errors")));
+  const std::string metrics = curl(dir, {server.url("/metrics")}).body;
+  EXPECT_EQ(testing::metric(metrics, "corepool_reloads_failed_total"), 0);
+  EXPECT_THAT(metrics, Not(HasSubstr("endpoint=\"infer\",code=\"5")));
+  EXPECT_TRUE(testing::wait_until([&] { return server.log().find("generation 2 retired") != std::string::npos; },
+                                  std::chrono::seconds(30))) << server.log();
+  const testing::ProcessResult stopped = server.stop();
+  EXPECT_EQ(stopped.exit_code, 0);
+  EXPECT_THAT(stopped.err, HasSubstr("generation 1 retired"));
+}
+
+TEST(ServeLoadTest, AReloadToAnotherModelServesItAndABadOneKeepsTheOld) {
+  testing::TempDir dir;
+  const std::string config = dir.path() + "/corepool.toml";
+  auto write_config = [&](const std::string& model_dir) {
+    std::ofstream(config) << "[engine]\nmode = \"process\"\nworkers = 1\n[model]\ndir = \"" << model_dir << "\"\n";
+  };
+  write_config(COREPOOL_DEFAULT_MODEL);
+  // No --model on the command line: the config file decides at every reload.
+  const testing::Spawned child = testing::spawn_process(
+      {COREPOOL_BIN, "--config", config, "serve", "--listen", "127.0.0.1:0"}, dir.path());
+  std::smatch m;
+  std::string log;
+  ASSERT_TRUE(testing::wait_until([&] {
+    log = testing::read_file(child.err_path);
+    return std::regex_search(log, m, std::regex("on http://[^ ]*:([0-9]+)"));
+  }, std::chrono::seconds(60)));
+  const std::string base = "http://127.0.0.1:" + std::string(m[1]);
+  auto labels = [&] { return json::parse(curl(dir, {base + "/v2/models/default"}).body)["parameters"]["labels"]; };
+  EXPECT_EQ(labels()[0], "speech");
+  write_config(renamed_model(dir));
+  ::kill(child.pid, SIGHUP);
+  EXPECT_TRUE(testing::wait_until([&] { return labels()[0] == "voice"; }, std::chrono::seconds(30)));
+  write_config(dir.path() + "/no-such-model");
+  ::kill(child.pid, SIGHUP);
+  EXPECT_TRUE(testing::wait_until([&] {
+    return testing::read_file(child.err_path).find("reload failed, generation 2 keeps serving") != std::string::npos;
+  }, std::chrono::seconds(30)));
+  EXPECT_EQ(labels()[0], "voice");
+  EXPECT_EQ(testing::metric(curl(dir, {base + "/metrics"}).body, "corepool_reloads_failed_total"), 1);
+  ::kill(child.pid, SIGTERM);
+  EXPECT_EQ(testing::wait_process(child, std::chrono::seconds(60)).exit_code, 0);
+}
+
+// One thousand clients connect, make one request each and stay idle on
+// keep-alive; the server holds them all and keeps answering others at once.
+TEST(ServeLoadTest, AThousandIdleKeepAliveConnectionsAreHeldWithoutHarm) {
+  rlimit lim{};
+  ::getrlimit(RLIMIT_NOFILE, &lim);
+  lim.rlim_cur = lim.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &lim);
+  ASSERT_GE(lim.rlim_cur, 1100u) << "this test needs 1100 file descriptors";
+  testing::TempDir dir;
+  ServeProcess server(dir, {"--workers", "1"});
+  ASSERT_TRUE(server.started()) << server.log();
+  const double rss_before = metric_of(dir, server, R"(corepool_memory_rss_bytes{process="supervisor"})");
+  std::vector<int> fds;
+  const std::string request = "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n";
+  for (int i = 0; i < 1000; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(server.port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << i;
+    ASSERT_EQ(::write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+    fds.push_back(fd);
+  }
+  for (int fd : fds) {  // every one answered, none closed
+    char buf[512];
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    ASSERT_GT(n, 0);
+    EXPECT_EQ(std::string(buf, 12), "HTTP/1.1 200");
+  }
+  const std::string metrics = curl(dir, {server.url("/metrics")}).body;
+  EXPECT_GE(testing::metric(metrics, "corepool_http_connections_open"), 1000);
+  const double rss_after = testing::metric(metrics, R"(corepool_memory_rss_bytes{process="supervisor"})");
+  EXPECT_LT(rss_after - rss_before, 64.0 * 1024 * 1024) << "idle connections must cost kilobytes each, not more";
+  const testing::HttpAnswer live = curl(dir, {server.url("/v2/health/live")});
+  EXPECT_EQ(live.code, 200);
+  for (int fd : fds) ::close(fd);
+  EXPECT_TRUE(testing::wait_until([&] { return metric_of(dir, server, "corepool_http_connections_open") <= 1; },
+                                  std::chrono::seconds(30)));
+  EXPECT_EQ(server.stop().exit_code, 0);
+}
+
+}  // namespace
+}  // namespace corepool

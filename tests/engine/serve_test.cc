@@ -1,0 +1,419 @@
+// `corepool serve` end to end: the real binary, real sockets, real curl, real
+// signals. Every endpoint in both modes, scores equal to in-process inference,
+// audio events equal to `corepool batch`, each error code, 503 backpressure,
+// SIGTERM drain, the Unix socket and the systemd notify sequence.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/engine/notify_listener.h"
+#include "tests/engine/serve_support.h"
+#include "tests/engine/test_support.h"
+#include "tools/audio_synth.h"
+#include "worker/engine.h"
+
+namespace corepool {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using nlohmann::json;
+using testing::curl;
+using testing::HttpAnswer;
+using testing::ServeProcess;
+
+// One log-mel item computed in-process from a generated PCM segment, and the
+// scores the model gives it: what the server must reproduce.
+struct Reference {
+  std::vector<float> input;   // item_floats() values
+  std::vector<float> scores;  // labels.size() values
+};
+
+Reference reference_item(float frequency) {
+  auto model = load_model(COREPOOL_DEFAULT_MODEL);
+  Engine engine(model);
+  const int n = model->config.segment_samples();
+  std::vector<float> pcm(n);
+  for (int i = 0; i < n; ++i) pcm[i] = 0.3f * std::sin(2 * M_PI * frequency * i / model->config.sample_rate);
+  const torch::Tensor features = engine.features({pcm.data()}).contiguous();
+  Reference r;
+  r.input.assign(features.data_ptr<float>(), features.data_ptr<float>() + features.numel());
+  r.scores = engine.infer({pcm.data()})[0];
+  return r;
+}
+
+json infer_body(const std::vector<std::vector<float>>& items) {
+  auto model = load_model(COREPOOL_DEFAULT_MODEL);
+  json shape = {items.size()};
+  for (int64_t d : model->config.item_shape()) shape.push_back(d);
+  json data = json::array();
+  for (const auto& item : items) {
+    for (float v : item) data.push_back(v);
+  }
+  return {{"id", "t1"}, {"inputs", {{{"name", "input"}, {"datatype", "FP32"}, {"shape", shape}, {"data", data}}}}};
+}
+
+std::string write_text(const testing::TempDir& dir, const std::string& name, const std::string& text) {
+  const std::string path = dir.path() + "/" + name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+HttpAnswer post_file(const testing::TempDir& dir, const std::string& url, const std::string& path,
+                     std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"-X", "POST", "--data-binary", "@" + path};
+  args.insert(args.end(), extra.begin(), extra.end());
+  args.push_back(url);
+  return curl(dir, args);
+}
+
+class ServeModeTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::vector<std::string> mode_args(std::vector<std::string> more = {}) const {
+    std::vector<std::string> a = {"--mode", GetParam(), "--workers", "2"};
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  }
+  testing::TempDir dir_;
+};
+
+TEST_P(ServeModeTest, HealthAndMetadataEndpointsAnswerCurl) {
+  ServeProcess server(dir_, mode_args());
+  ASSERT_TRUE(server.started()) << server.log();
+  HttpAnswer a = curl(dir_, {server.url("/v2/health/live")});
+  EXPECT_EQ(a.code, 200);
+  EXPECT_EQ(json::parse(a.body), json({{"live", true}}));
+  EXPECT_THAT(a.headers, HasSubstr("content-type: application/json"));
+  a = curl(dir_, {server.url("/v2/health/ready")});
+  EXPECT_EQ(a.code, 200);
+  EXPECT_EQ(json::parse(a.body)["ready"], true);
+  a = curl(dir_, {server.url("/v2")});
+  EXPECT_EQ(a.code, 200);
+  EXPECT_EQ(json::parse(a.body)["name"], "corepool");
+  a = curl(dir_, {server.url("/v2/models/default")});
+  ASSERT_EQ(a.code, 200);
+  const json meta = json::parse(a.body);
+  EXPECT_EQ(meta["inputs"][0]["shape"], json({-1, 1, 64, 101}));
+  EXPECT_EQ(meta["outputs"][0]["shape"], json({-1, 4}));
+  EXPECT_EQ(meta["parameters"]["labels"].size(), 4u);
+  EXPECT_EQ(curl(dir_, {server.url("/v2/models/default/ready")}).code, 200);
+  EXPECT_EQ(curl(dir_, {server.url("/v2/models/default/versions/1/ready")}).code, 200);
+  EXPECT_EQ(curl(dir_, {"-I", server.url("/v2/health/live")}).code, 200);  // HEAD
+  EXPECT_EQ(server.stop().exit_code, 0);
+}
+
+TEST_P(ServeModeTest, UnknownPathsModelsAndMethodsGetTheirCodes) {
+  ServeProcess server(dir_, mode_args());
+  ASSERT_TRUE(server.started()) << server.log();
+  HttpAnswer a = curl(dir_, {server.url("/nope")});
+  EXPECT_EQ(a.code, 404);
+  EXPECT_THAT(json::parse(a.body)["error"].get<std::string>(), HasSubstr("/nope"));
+  a = curl(dir_, {server.url("/v2/models/other")});
+  EXPECT_EQ(a.code, 404);
+  EXPECT_THAT(a.body, HasSubstr("this server serves \\\"default\\\""));
+  EXPECT_EQ(curl(dir_, {server.url("/v2/models/default/versions/7")}).code, 404);
+  a = curl(dir_, {"-X", "DELETE", server.url("/v2/health/live")});
+  EXPECT_EQ(a.code, 405);
+  EXPECT_THAT(a.headers, HasSubstr("allow: get"));
+  a = curl(dir_, {server.url("/v2/models/default/infer")});  // GET
+  EXPECT_EQ(a.code, 405);
+  EXPECT_THAT(a.headers, HasSubstr("allow: post"));
+  EXPECT_EQ(curl(dir_, {server.url("/v2/health/live")}).code, 200);
+  EXPECT_EQ(server.stop().exit_code, 0);
+}
+
+TEST_P(ServeModeTest, InferGivesTheScoresOfInProcessInference) {
+  const Reference r1 = reference_item(440), r2 = reference_item(1000);
+  ServeProcess server(dir_, mode_args());
+  ASSERT_TRUE(server.started()) << server.log();
+  const std::string path = write_text(dir_, "infer.json", infer_body({r1.input, r2.input}).dump());
+  const HttpAnswer a = post_file(dir_, server.url("/v2/models/default/infer"), path,
+                                 {"-H", "Content-Type: application/json"});
+  ASSERT_EQ(a.code, 200) << a.body;
+  const json out = json::parse(a.body);
+  EXPECT_EQ(out["id"], "t1");
+  EXPECT_EQ(out["model_name"], "default");
+  ASSERT_EQ(out["outputs"][0]["name"], "scores");
+  EXPECT_EQ(out["outputs"][0]["shape"], json({2, 4}));
+  const auto data = out["outputs"][0]["data"].get<std::vector<float>>();
+  ASSERT_EQ(data.size(), 8u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_NEAR(data[i], r1.scores[i], 1e-4) << i;
+    EXPECT_NEAR(data[4 + i], r2.scores[i], 1e-4) << i;
+  }
+  EXPECT_EQ(server.stop().exit_code, 0);
+}
+
+TEST_P(ServeModeTest, BinaryTensorDataGivesTheSameScores) {
+  const Reference r = reference_item(440);
+  ServeProcess server(dir_, mode_args());
+  ASSERT_TRUE(server.started()) << server.log();
+  json header = infer_body({r.input});
+  header["inputs"][0].erase("data");
+  header["inputs"][0]["parameters"] = {{"binary_data_size", r.input.size() * sizeof(float)}};
+  const std::string text = header.dump();
+  const std::string body = text + std::string(reinterpret_cast<const char*>(r.input.data()), r.input.size() * 4);
+  const std::string path = write_text(dir_, "infer.bin", body);
+  const HttpAnswer a = post_file(dir_, server.url("/v2/models/default/infer"), path,
+                                 {"-H", "Inference-Header-Content-Length: " + std::to_string(text.size()),
+                                  "-H", "Content-Type: application/octet-stream"});
+  ASSERT_EQ(a.code, 200) << a.body;
+  const auto data = json::parse(a.body)["outputs"][0]["data"].get<std::vector<float>>();
+  ASSERT_EQ(data.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(data[i], r.scores[i], 1e-4);
+  EXPECT_EQ(server.stop().exit_code, 0);
+}
+
+TEST_P(ServeModeTest, MalformedInferRequestsGet400AndTheServerCarriesOn) {
+  ServeProcess server(dir_, mode_args());
+  ASSERT_TRUE(server.started()) << server.log();
+  json wrong_shape = infer_body({std::vector<float>(6464, 0.f)});
+  wrong_shape["inputs"][0]["shape"] = {1, 6464};
+  json wrong_type = infer_body({std::vector<float>(6464, 0.f)});
+  wrong_type["inputs"][0]["datatype"] = "BYTES";
+  json short_data = infer_body({std::vector<float>(100, 0.f)});
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{not json", "not valid JSON"},
+      {"[]", "JSON object"},
+      {R"({"inputs": []})", "exactly one input"},
+      {wrong_shape.dump(), "inputs[0].shape"},
+      {wrong_type.dump(), "inputs[0].datatype"},
+      {short_data.dump(), "inputs[0].data: 100 elements, the shape needs 6464"},
+  };
+  for (const auto& [body, expected] : cases) {
+    const std::string path = write_text(dir_, "bad.json", body);
+    const HttpAnswer a = post_file(dir_, server.url("/v2/models/default/infer"), path);
+    EXPECT_EQ(a.code, 400) << body.substr(0, 80);
+    EXPECT_THAT(json::parse(a.body)["error"].get<std::string>(), HasSubstr(expected)) << a.body;
+  }
+  EXPECT_EQ(curl(dir_, {server.url("/v2/health/live")}).code, 200);
+  EXPECT_EQ(server.stop().exit_code, 0);
+}
+
+TEST_P(ServeModeTest, AudioTagAnswersTheEventsBatchWrites) {
+  const std::string wav = dir_.path() + "/demo.wav";
+  synth::write_audio(wav, synth::demo_of_seconds(20));
+  const testing::ProcessResult batch = testing::run_process(
+      {COREPOOL_BIN, "--log-level", "warn", "batch", "--model", COREPOOL_DEFAULT_MODEL, "--out", "-", "--no-progress", wav},
+      dir_.path());
+  ASSERT_EQ(batch.exit_code, 0) << batch.err;
+  json expected = json::array();
+  for (const auto& line : testing::lines_of(batch.out)) {
+    json j = json::parse(line);
+    if (j.contains("summary")) continue;
+    j.erase("file");
+    expected.push_back(j);
+  }
+  ASSERT_FALSE(expected.empty());
+  ServeProcess server(dir_, mode_args());
+  ASSERT_TRUE(server.started()) << server.log();
+  const HttpAnswer a = post_file(dir_, server.url("/v1/audio:tag"), wav, {"-H", "Content-Type: audio/wav"});
+  ASSERT_EQ(a.code, 200) << a.body;
+  const json out = json::parse(a.body);
+  EXPECT_EQ(out["events"], expected);
+  EXPECT_NEAR(out["duration"].get<double>(), synth::duration_seconds(synth::demo_of_seconds(20)), 1e-3);
+  EXPECT_EQ(out["model"], "default");
+  EXPECT_EQ(server.stop().exit_code, 0);
+}
+
+TEST_P(ServeModeTest, BadAudioGets415Or400WithTheReason) {
+  const std::vector<std::string> damaged = synth::write_damaged_files(dir_.path());
+  ServeProcess server(dir_, mode_args());
+  ASSERT_TRUE(server.started()) << server.log();
+  auto post = [&](const std::string& name) {
+    return post_file(dir_, server.url("/v1/audio:tag"), dir_.path() + "/" + name);
+  };
+  HttpAnswer a = post("not_audio.wav");
+  EXPECT_EQ(a.code, 415) << a.body;
+  EXPECT_THAT(json::parse(a.body)["error"].get<std::string>(), HasSubstr("request body: not an audio file"));
+  for (const char* name : {"truncated.wav", "zero_rate.wav", "many_channels.wav", "nan.wav", "empty.wav"}) {
+    a = post(name);
+    EXPECT_EQ(a.code, 400) << name << ": " << a.body;
+    EXPECT_THAT(json::parse(a.body)["error"].get<std::string>(), HasSubstr("request body")) << name;
+  }
+  a = post("zero_bytes.wav");
+  EXPECT_EQ(a.code, 400);
+  EXPECT_THAT(a.body, HasSubstr("empty body"));
+  EXPECT_EQ(curl(dir_, {server.url("/v2/health/live")}).code, 200);
+  EXPECT_EQ(server.stop().exit_code, 0);
+}
+
+TEST_P(ServeModeTest, MetricsCountRequestsWorkersAndMemory) {
+  ServeProcess server(dir_, mode_args());
+  ASSERT_TRUE(server.started()) << server.log();
+  const Reference r = reference_item(440);
+  const std::string path = write_text(dir_, "infer.json", infer_body({r.input}).dump());
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(post_file(dir_, server.url("/v2/models/default/infer"), path).code, 200);
+  EXPECT_EQ(curl(dir_, {server.url("/nope")}).code, 404);
+  const HttpAnswer a = curl(dir_, {server.url("/metrics")});
+  ASSERT_EQ(a.code, 200);
+  EXPECT_THAT(a.headers, HasSubstr("content-type: text/plain; version=0.0.4"));
+  const std::string& m = a.body;
+  EXPECT_EQ(testing::metric(m, R"(corepool_requests_total{endpoint="infer",code="200"})"), 3);
+  EXPECT_EQ(testing::metric(m, R"(corepool_requests_total{endpoint="not_found",code="404"})"), 1);
+  EXPECT_EQ(testing::metric(m, R"(corepool_request_duration_seconds_count{endpoint="infer"})"), 3);
+  EXPECT_EQ(testing::metric(m, R"(corepool_request_duration_seconds_bucket{endpoint="infer",le="+Inf"})"), 3);
+  EXPECT_GT(testing::metric(m, R"(corepool_worker_busy_seconds_total{worker="0"})") +
+                testing::metric(m, R"(corepool_worker_busy_seconds_total{worker="1"})"), 0);
+  EXPECT_EQ(testing::metric(m, "corepool_queue_depth"), 0);
+  EXPECT_GT(testing::metric(m, "corepool_queue_capacity"), 0);
+  EXPECT_EQ(testing::metric(m, "corepool_workers_ready"), 1);
+  EXPECT_EQ(testing::metric(m, "corepool_worker_restarts_total"), 0);
+  EXPECT_GT(testing::metric(m, R"(corepool_memory_pss_bytes{process="supervisor"})"), 0);
+  EXPECT_GT(testing::metric(m, R"(corepool_allocator_bytes{stat="allocated"})"), 0);
+  EXPECT_GT(testing::metric(m, R"(corepool_http_responses_total{code="200"})"), 0);
+  if (GetParam() == "process") {
+    EXPECT_GT(testing::metric(m, R"(corepool_memory_rss_bytes{process="worker-0"})"), 0);
+    EXPECT_GT(testing::metric(m, R"(corepool_memory_pss_bytes{process="worker-1"})"), 0);
+  }
+  EXPECT_EQ(server.stop().exit_code, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(BothModes, ServeModeTest, ::testing::Values("thread", "process"),
+                         [](const auto& info) { return info.param; });
+
+class ServeTest : public ::testing::Test {
+ protected:
+  testing::TempDir dir_;
+};
+
+// A body over serve.max_body_mb is refused before it is read in full.
+TEST_F(ServeTest, ABodyOverTheLimitGets413) {
+  const std::string config = write_text(dir_, "c.toml", "[serve]\nmax_body_mb = 1\n");
+  ServeProcess server(dir_, {"--workers", "1"}, {}, {"--config", config});
+  ASSERT_TRUE(server.started()) << server.log();
+  const std::string path = write_text(dir_, "big.wav", std::string(2 << 20, 'x'));
+  const HttpAnswer a = post_file(dir_, server.url("/v1/audio:tag"), path);
+  EXPECT_EQ(a.code, 413) << a.body << a.error;
+  EXPECT_EQ(curl(dir_, {server.url("/v2/health/live")}).code, 200);
+  EXPECT_EQ(server.stop().exit_code, 0);
+}
+
+// The queue holds queue_depth segments; a request that does not fit is
+// answered 503 with Retry-After at once, never queued without bound.
+TEST_F(ServeTest, AFullQueueAnswers503WithRetryAfter) {
+  const std::string config = write_text(dir_, "c.toml", "[engine]\nqueue_depth = 4\nmax_batch = 1\n[serve]\nretry_after_s = 3\n");
+  ServeProcess server(dir_, {"--workers", "1"}, {}, {"--config", config});
+  ASSERT_TRUE(server.started()) << server.log();
+  // 40 s of audio is 79 segments: the decoder keeps the 4-segment queue full
+  // for about a second while it is tagged.
+  const std::string wav = dir_.path() + "/long.wav";
+  synth::write_audio(wav, synth::demo_of_seconds(40));
+  testing::Spawned tagger = testing::spawn_process(
+      {testing::kCurl, "-s", "-o", "/dev/null", "-w", "%{http_code}", "--data-binary", "@" + wav, server.url("/v1/audio:tag")},
+      dir_.path());
+  ASSERT_TRUE(testing::wait_until([&] {
+    return testing::metric(curl(dir_, {server.url("/metrics")}).body, "corepool_queue_depth") == 4;
+  }, std::chrono::seconds(60)));
+  const Reference r = reference_item(440);
+  const std::string path = write_text(dir_, "infer.json", infer_body({r.input}).dump());
+  const HttpAnswer a = post_file(dir_, server.url("/v2/models/default/infer"), path);
+  EXPECT_EQ(a.code, 503) << a.body;
+  EXPECT_THAT(a.headers, HasSubstr("retry-after: 3"));
+  EXPECT_THAT(json::parse(a.body)["error"].get<std::string>(), HasSubstr("queue is full"));
+  const testing::ProcessResult tagged = testing::wait_process(tagger, std::chrono::seconds(120));
+  EXPECT_EQ(tagged.out, "200");
+  EXPECT_EQ(post_file(dir_, server.url("/v2/models/default/infer"), path).code, 200);
+  EXPECT_EQ(server.stop().exit_code, 0);
+}
+
+// SIGTERM: the listener closes, the request in flight still gets its answer,
+// then the process exits 0 and tells systemd STOPPING=1.
+TEST_F(ServeTest, SigtermDrainsTheRequestInFlightAndExitsZero) {
+  testing::NotifyListener notify;
+  ServeProcess server(dir_, {"--mode", "process", "--workers", "1"}, {"NOTIFY_SOCKET=" + notify.path()});
+  ASSERT_TRUE(server.started()) << server.log();
+  const std::string wav = dir_.path() + "/long.wav";
+  synth::write_audio(wav, synth::demo_of_seconds(40));
+  testing::Spawned tagger = testing::spawn_process(
+      {testing::kCurl, "-s", "-o", dir_.path() + "/tag.json", "-w", "%{http_code}", "--data-binary", "@" + wav,
+       server.url("/v1/audio:tag")},
+      dir_.path());
+  ASSERT_TRUE(testing::wait_until([&] {
+    return testing::metric(curl(dir_, {server.url("/metrics")}).body, "corepool_queue_depth") > 0;
+  }, std::chrono::seconds(60)));
+  const testing::ProcessResult stopped = server.stop(SIGTERM);
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
+  EXPECT_THAT(stopped.err, HasSubstr("draining"));
+  const testing::ProcessResult tagged = testing::wait_process(tagger, std::chrono::seconds(60));
+  EXPECT_EQ(tagged.out, "200");
+  EXPECT_FALSE(json::parse(testing::read_file(dir_.path() + "/tag.json"))["events"].empty());
+  EXPECT_TRUE(notify.wait_for(testing::NotifyListener::has("STOPPING=1"), std::chrono::seconds(5)));
+}
+
+// READY=1 only once every worker is up, STATUS lines, RELOADING=1 with
+// MONOTONIC_USEC then READY=1 around a SIGHUP, WATCHDOG=1 while healthy,
+// STOPPING=1 at the end; every message from the supervisor's own pid.
+TEST_F(ServeTest, SystemdHearsTheWholeLifecycle) {
+  testing::NotifyListener notify;
+  ServeProcess server(dir_, {"--mode", "process", "--workers", "2"},
+                      {"NOTIFY_SOCKET=" + notify.path(), "WATCHDOG_USEC=200000"});
+  ASSERT_TRUE(server.started()) << server.log();
+  ASSERT_TRUE(notify.wait_for(testing::NotifyListener::has("READY=1"), std::chrono::seconds(10)));
+  EXPECT_EQ(testing::metric(curl(dir_, {server.url("/metrics")}).body, "corepool_workers_ready"), 1);
+  EXPECT_TRUE(notify.wait_for(testing::NotifyListener::has("WATCHDOG=1"), std::chrono::seconds(5)));
+  server.signal(SIGHUP);
+  ASSERT_TRUE(notify.wait_for([](const std::vector<std::string>& m) {
+    return std::count(m.begin(), m.end(), "READY=1") == 2;
+  }, std::chrono::seconds(60))) << server.log();
+  EXPECT_EQ(testing::metric(curl(dir_, {server.url("/metrics")}).body, "corepool_generation"), 2);
+  EXPECT_EQ(server.stop().exit_code, 0);
+  const auto messages = notify.messages();
+  const auto at = [&](const std::string& m) { return std::find(messages.begin(), messages.end(), m) - messages.begin(); };
+  EXPECT_LT(at("READY=1"), at("RELOADING=1"));
+  EXPECT_LT(at("RELOADING=1"), at("STOPPING=1"));
+  EXPECT_TRUE(std::any_of(messages.begin(), messages.end(),
+                          [](const std::string& m) { return m.rfind("MONOTONIC_USEC=", 0) == 0; }));
+  EXPECT_TRUE(std::any_of(messages.begin(), messages.end(),
+                          [](const std::string& m) { return m.rfind("STATUS=generation 1", 0) == 0; }));
+  for (const auto& d : notify.datagrams()) EXPECT_EQ(d.pid, server.pid()) << d.text;
+}
+
+TEST_F(ServeTest, AUnixSocketServesWithMode0660AndIsRemovedAtExit) {
+  const std::string sock = dir_.path() + "/corepool.sock";
+  ServeProcess server(dir_, {"--workers", "1", "--listen", "", "--unix", sock});
+  ASSERT_TRUE(testing::wait_until([&] { return fs::exists(sock); }, std::chrono::seconds(60))) << server.log();
+  EXPECT_EQ(fs::status(sock).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::group_write);
+  const HttpAnswer a = curl(dir_, {"--unix-socket", sock, "http://localhost/v2/health/live"});
+  EXPECT_EQ(a.code, 200) << a.error;
+  EXPECT_EQ(server.stop().exit_code, 0);
+  EXPECT_FALSE(fs::exists(sock));
+}
+
+// systemd-socket-activate passes a listening socket as fd 3, as systemd would.
+TEST_F(ServeTest, SocketActivationServesOnTheInheritedSocket) {
+  const int port = testing::free_port();
+  ServeProcess server(dir_, {"--workers", "1"}, {}, {},
+                      {"/usr/bin/systemd-socket-activate", "-l", "127.0.0.1:" + std::to_string(port),
+                       "--fdname=http"},
+                      /*wait=*/false);
+  // Activation is lazy: the service starts on the first connection.
+  const HttpAnswer a = curl(dir_, {"--retry", "5", "--retry-connrefused",
+                                   "http://127.0.0.1:" + std::to_string(port) + "/v2/health/live"});
+  EXPECT_EQ(a.code, 200) << a.error << server.log();
+  EXPECT_THAT(server.log(), HasSubstr("socket(s) from systemd"));
+  EXPECT_EQ(server.stop().exit_code, 0);
+}
+
+TEST_F(ServeTest, BadListenAddressesFailWithAClearError) {
+  testing::ProcessResult r = testing::run_process(
+      {COREPOOL_BIN, "serve", "--model", COREPOOL_DEFAULT_MODEL, "--listen", "localhost"}, dir_.path());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--listen: \"localhost\" is not host:port"));
+  ServeProcess first(dir_, {"--workers", "1"});
+  ASSERT_TRUE(first.started()) << first.log();
+  r = testing::run_process({COREPOOL_BIN, "serve", "--model", COREPOOL_DEFAULT_MODEL, "--workers", "1", "--listen",
+                            "127.0.0.1:" + std::to_string(first.port())},
+                           dir_.path());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("address already in use"));
+}
+
+}  // namespace
+}  // namespace corepool

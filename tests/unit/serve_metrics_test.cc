@@ -1,0 +1,83 @@
+// Prometheus text from ServeMetrics (supervisor/serve_metrics.cc): HELP/TYPE
+// once per family, cumulative buckets, escaped labels, every snapshot part.
+#include "supervisor/serve_metrics.h"
+
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace corepool {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+TEST(ServeMetricsTest, LatencyBucketsAreCumulativeAndCountsByEndpointAndCode) {
+  ServeMetrics m;
+  m.observe("infer", 200, 0.0003);
+  m.observe("infer", 200, 0.02);
+  m.observe("infer", 503, 20.0);  // above the last bucket: only +Inf
+  const std::string text = m.render({});
+  EXPECT_THAT(text, HasSubstr("corepool_requests_total{endpoint=\"infer\",code=\"200\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_requests_total{endpoint=\"infer\",code=\"503\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_request_duration_seconds_bucket{endpoint=\"infer\",le=\"0.00025\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_request_duration_seconds_bucket{endpoint=\"infer\",le=\"0.0005\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_request_duration_seconds_bucket{endpoint=\"infer\",le=\"0.025\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_request_duration_seconds_bucket{endpoint=\"infer\",le=\"10\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_request_duration_seconds_bucket{endpoint=\"infer\",le=\"+Inf\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_request_duration_seconds_count{endpoint=\"infer\"} 3\n"));
+}
+
+TEST(ServeMetricsTest, EachFamilyHasOneHelpAndTypeLine) {
+  ServeMetrics m;
+  m.observe("live", 200, 0.001);
+  m.observe("infer", 200, 0.001);
+  const std::string text = m.render({});
+  size_t count = 0;
+  for (size_t at = 0; (at = text.find("# TYPE corepool_requests_total counter", at)) != std::string::npos; ++at) ++count;
+  EXPECT_EQ(count, 1u);
+  EXPECT_THAT(text, HasSubstr("# TYPE corepool_request_duration_seconds histogram"));
+  EXPECT_EQ(text.back(), '\n');
+}
+
+TEST(ServeMetricsTest, SnapshotPartsAppearWithTheirLabels) {
+  ServeSnapshot s;
+  s.mode = "process";
+  s.model = "we\"ird\\name";
+  s.generation = 2;
+  s.executor.outstanding = 3;
+  s.executor.depth = 32;
+  s.executor.busy_seconds = {1.5, 2.25};
+  s.executor.all_ready = true;
+  s.executor.restarts = 4;
+  s.http.connections_open = 7;
+  s.http.responses_by_status[408] = 1;
+  s.memory = {{"supervisor", read_process_memory(::getpid())}, {"worker-0", ProcessMemory{1, 2}}};
+  s.allocator = {{"allocated", 123}};
+  const std::string text = ServeMetrics().render(s);
+  EXPECT_THAT(text, HasSubstr("corepool_info{mode=\"process\",model=\"we\\\"ird\\\\name\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_generation 2\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_queue_depth 3\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_queue_capacity 32\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_worker_busy_seconds_total{worker=\"1\"} 2.25\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_workers_ready 1\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_worker_restarts_total 4\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_http_connections_open 7\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_http_responses_total{code=\"408\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_memory_rss_bytes{process=\"worker-0\"} 1024\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_memory_pss_bytes{process=\"worker-0\"} 2048\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_memory_pss_bytes{process=\"supervisor\"}"));
+  EXPECT_THAT(text, HasSubstr("corepool_allocator_bytes{stat=\"allocated\"} 123\n"));
+}
+
+TEST(ServeMetricsTest, ProcessMemoryOfThisProcessIsReadAndOfAGonePidIsUnknown) {
+  const ProcessMemory self = read_process_memory(::getpid());
+  EXPECT_GT(self.rss_kb, 0);
+  EXPECT_GT(self.pss_kb, 0);
+  EXPECT_EQ(read_process_memory(0x7ffffff0).rss_kb, -1);
+  EXPECT_THAT(ServeMetrics().render({}), Not(HasSubstr("corepool_allocator_bytes{")));  // no jemalloc in unit tests
+}
+
+}  // namespace
+}  // namespace corepool
