@@ -46,7 +46,9 @@ bench-ring: deps build
 
 # The HTTP service: READY time, latency over its own floor, wrk throughput.
 bench-serve: deps build
-	$(BUILD)/bench/corepool-serve-bench --corepool $(BUILD)/supervisor/corepool --model models/default
+	$(BUILD)/models/corepool-gen-model --out $(BUILD)/tiny-model --width 4
+	$(BUILD)/bench/corepool-serve-bench --corepool $(BUILD)/supervisor/corepool --model models/default \
+	  --latency-model $(BUILD)/tiny-model
 
 # Regenerate models/default/model.pt from its generator.
 model: configure

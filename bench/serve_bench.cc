@@ -3,9 +3,11 @@
 //   1. start: spawn `corepool serve`, time until systemd's READY=1 arrives on
 //      our own NOTIFY_SOCKET (every worker up);
 //   2. the server's floor: GET /v2/health/live, one connection, wrk --latency;
-//   3. infer at low load: POST /v2/models/default/infer (JSON, and the binary
-//      tensor extension), one connection, minus the in-process forward() time
-//      of the same input in this process: the serving overhead;
+//   3. infer at low load: POST /v2/models/NAME/infer (JSON, and the binary
+//      tensor extension), one connection, minus the forward() time of the
+//      same input (in this process, and inside the workers): the serving
+//      overhead; --latency-model picks a small model so that forward()'s own
+//      jitter does not drown the overhead;
 //   4. throughput: health/live with wrk -c64, and infer with wrk -c256 -d30s
 //      (socket errors and non-2xx answers counted: backpressure is 503).
 // Prints a table; never passes or fails on timing. Usage:
@@ -45,6 +47,7 @@ using json = nlohmann::json;
 struct Options {
   std::string corepool = "build/supervisor/corepool";
   std::string model = "models/default";
+  std::string latency_model;  // default: model
   std::vector<std::string> modes = {"thread", "process"};
   int workers = 0;
   int load_seconds = 30;
@@ -131,6 +134,11 @@ class Server {
     }
     wait_ready();
     ready_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    // Nobody reads STATUS updates from here on: close the socket, so that the
+    // server's sends fail at once instead of filling a queue nobody drains.
+    ::close(fd_);
+    fd_ = -1;
+    ::unlink(sock.c_str());
     std::ifstream in(log_);
     std::stringstream text;
     text << in.rdbuf();
@@ -142,7 +150,7 @@ class Server {
   ~Server() {
     ::kill(pid_, SIGTERM);
     ::waitpid(pid_, nullptr, 0);
-    ::close(fd_);
+    if (fd_ >= 0) ::close(fd_);
     std::filesystem::remove_all(dir_);
   }
   double ready_ms() const { return ready_ms_; }
@@ -177,14 +185,17 @@ std::vector<float> one_item(const corepool::Engine& engine) {
   return {f.data_ptr<float>(), f.data_ptr<float>() + f.numel()};
 }
 
-// Median forward() time of that input in this process, batch 1, one thread.
-double inprocess_forward_us(corepool::Engine& engine, const std::vector<float>& item) {
+// Median forward() time of that input in this process, batch 1, one thread:
+// back to back (caches hot), and with `gap_us` of sleep before each call, as
+// a server at low load sees it (caches and clocks cool between requests).
+double inprocess_forward_us(corepool::Engine& engine, const std::vector<float>& item, int gap_us = 0) {
   std::vector<int64_t> shape = {1};
   for (int64_t d : engine.model().config.item_shape()) shape.push_back(d);
   const torch::Tensor input = torch::from_blob(const_cast<float*>(item.data()), shape).clone();
   for (int i = 0; i < 5; ++i) engine.forward(input);
   std::vector<double> us;
-  for (int i = 0; i < 60; ++i) {
+  for (int i = 0; i < 200; ++i) {
+    if (gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(gap_us));
     const auto t0 = Clock::now();
     engine.forward(input);
     us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
@@ -216,33 +227,89 @@ std::pair<std::string, std::string> write_scripts(const std::string& dir, const 
                  "wrk.headers[\"Inference-Header-Content-Length\"] = \"" + std::to_string(h.size()) + "\"\n")};
 }
 
-void bench_mode(const Options& o, const std::string& mode, corepool::Engine& engine, const std::vector<float>& item,
-                double forward_us) {
-  Server server(o, mode);
-  const auto [json_script, bin_script] = write_scripts(server.dir(), engine.model().config, item);
-  const std::string infer = server.url("/v2/models/" + engine.model().config.name + "/infer");
+std::string metrics_of(const Server& server) { return run("curl -s " + server.url("/metrics")); }
+
+// Sum of every sample of `family` in a /metrics text (all label sets),
+// or, with `labels`, of the one sample that has exactly them.
+double scrape(const std::string& text, const std::string& family, const std::string& labels = "") {
+  std::istringstream in(text);
+  double sum = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(family, 0) != 0 || line.size() <= family.size()) continue;
+    const char next = line[family.size()];
+    if (next != ' ' && next != '{') continue;
+    if (!labels.empty() && line.compare(family.size(), labels.size(), labels) != 0) continue;
+    sum += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+
+// Serving overhead at low load: one connection, so every request finds the
+// server idle and pays every wake-up. The reference is the forward() time of
+// the same input, measured twice: in this process before the run, and inside
+// the workers during it (their busy time per segment, from /metrics), since
+// on 2 vCPUs sharing one vector unit the two differ by more than the overhead.
+void bench_latency(const Options& o, const std::string& mode, const std::string& model_dir) {
+  auto model = corepool::load_model(model_dir);
+  corepool::Engine engine(model);
+  const std::vector<float> item = one_item(engine);
+  const double hot_us = inprocess_forward_us(engine, item);
+  // The gap a request sees at one connection: about one round trip of the client.
+  const double forward_us = inprocess_forward_us(engine, item, 500);
+  Options lo = o;
+  lo.model = model_dir;
+  Server server(lo, mode);
+  const auto [json_script, bin_script] = write_scripts(server.dir(), model->config, item);
+  const std::string infer = server.url("/v2/models/" + model->config.name + "/infer");
   wrk(server.url("/v2/health/live"), 1, 1, 2);  // warm up
-  wrk(infer, 1, 1, 2, json_script);
+  wrk(infer, 1, 1, 2, bin_script);
   const WrkResult live = wrk(server.url("/v2/health/live"), 1, 1, 10);
-  const WrkResult ij = wrk(infer, 1, 1, 10, json_script);
-  const WrkResult ib = wrk(infer, 1, 1, 10, bin_script);
-  const WrkResult live_tp = wrk(server.url("/v2/health/live"), 2, 64, 10);
-  const WrkResult load = wrk(infer, 2, o.connections, o.load_seconds, bin_script);
-  std::printf("\n## %s mode\n", mode.c_str());
-  std::printf("READY=1 after start (every worker up)      %8.0f ms\n", server.ready_ms());
+  std::printf("\n## %s mode, latency at low load (model %s)\n", mode.c_str(), model_dir.c_str());
   std::printf("health/live, 1 connection: p50 %.0f us  p90 %.0f us  p99 %.0f us  (%.0f req/s)\n", live.p50_us,
               live.p90_us, live.p99_us, live.rps);
-  std::printf("in-process forward(), batch 1: p50 %.0f us\n", forward_us);
-  for (const auto& [name, r] : {std::pair<const char*, const WrkResult&>{"infer JSON  ", ij}, {"infer binary", ib}}) {
-    const double overhead = r.p50_us - forward_us;
-    std::printf("%s, 1 connection: p50 %.0f us -> overhead %.0f us = %.2f x health/live p50\n", name, r.p50_us,
-                overhead, overhead / live.p50_us);
+  std::printf("in-process forward(), batch 1, this process: p50 %.0f us back to back, %.0f us after 500 us idle "
+              "(the reference below)\n", hot_us, forward_us);
+  for (const auto& [name, script] : {std::pair<const char*, std::string>{"infer JSON  ", json_script},
+                                     {"infer binary", bin_script}}) {
+    const std::string before = metrics_of(server);
+    const WrkResult r = wrk(infer, 1, 1, 10, script);
+    const std::string after = metrics_of(server);
+    const double busy_us = (scrape(after, "corepool_worker_busy_seconds_total") -
+                            scrape(before, "corepool_worker_busy_seconds_total")) * 1e6 /
+                           std::max(1.0, scrape(after, "corepool_segments_total") - scrape(before, "corepool_segments_total"));
+    std::printf("%s, 1 connection: p50 %.0f us; minus in-process forward %.0f us = %.2f x live p50; "
+                "minus the workers' own forward (%.0f us/request) %.0f us = %.2f x live p50\n",
+                name, r.p50_us, r.p50_us - forward_us, (r.p50_us - forward_us) / live.p50_us, busy_us,
+                r.p50_us - busy_us, (r.p50_us - busy_us) / live.p50_us);
   }
-  std::printf("health/live throughput, 64 connections: %.0f req/s (p99 %.0f us)\n", live_tp.rps, live_tp.p99_us);
-  std::printf("infer binary, %d connections, %d s: %ld requests, %.1f req/s, p50 %.0f us, p99 %.0f us, "
-              "non-2xx %ld, socket errors %ld\n",
-              o.connections, o.load_seconds, load.requests, load.rps, load.p50_us, load.p99_us, load.non2xx,
-              load.socket_errors);
+}
+
+// Start time and throughput with the real model: READY=1, health/live
+// throughput, and infer under 256 connections (far over capacity: the bounded
+// queue answers the excess 503, which the scrape after the run separates).
+void bench_load(const Options& o, const std::string& mode) {
+  auto model = corepool::load_model(o.model);
+  corepool::Engine engine(model);
+  Server server(o, mode);
+  const auto [json_script, bin_script] = write_scripts(server.dir(), model->config, one_item(engine));
+  const std::string infer = server.url("/v2/models/" + model->config.name + "/infer");
+  const WrkResult live_tp = wrk(server.url("/v2/health/live"), 2, 64, 10);
+  const WrkResult load = wrk(infer, 2, o.connections, o.load_seconds, bin_script);
+  std::printf("\n## %s mode, start and load (model %s)\n", mode.c_str(), o.model.c_str());
+  std::printf("READY=1 after start (every worker up): %.0f ms\n", server.ready_ms());
+  std::printf("health/live throughput, 64 connections: %.0f req/s (p50 %.0f us, p99 %.0f us)\n", live_tp.rps,
+              live_tp.p50_us, live_tp.p99_us);
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // let requests cut off by wrk's end finish
+  const std::string text = metrics_of(server);
+  const std::string ep = "{endpoint=\"infer\",code=";
+  const double ok = scrape(text, "corepool_requests_total", ep + "\"200\"}");
+  const double busy = scrape(text, "corepool_requests_total", ep + "\"503\"}");
+  const double all = scrape(text, "corepool_requests_total", "{endpoint=\"infer\"");
+  std::printf("infer binary, %d connections, %d s: %ld requests (%.1f req/s), socket errors %ld, non-2xx %ld; "
+              "server: %.0f answered 200 (%.1f/s), %.0f answered 503 (queue full), %.0f other\n",
+              o.connections, o.load_seconds, load.requests, load.rps, load.socket_errors, load.non2xx, ok,
+              ok / o.load_seconds, busy, all - ok - busy);
+  std::printf("  latency p50 %.0f us, p99 %.0f us (503s included)\n", load.p50_us, load.p99_us);
 }
 
 }  // namespace
@@ -252,6 +319,7 @@ int main(int argc, char** argv) {
   CLI::App app{"corepool-serve-bench: the HTTP service against its own floor and in-process inference"};
   app.add_option("--corepool", o.corepool, "the corepool binary");
   app.add_option("--model", o.model, "model directory");
+  app.add_option("--latency-model", o.latency_model, "model of the low-load latency runs (default: --model)");
   app.add_option("--modes", o.modes, "thread,process")->delimiter(',');
   app.add_option("--workers", o.workers, "workers (0 = usable cpus)");
   app.add_option("--load-seconds", o.load_seconds, "length of the wrk load run");
@@ -259,11 +327,12 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   corepool::configure_runtime_threads({1, 1});
   ::signal(SIGPIPE, SIG_IGN);
-  auto model = corepool::load_model(o.model);
-  corepool::Engine engine(model);
-  const std::vector<float> item = one_item(engine);
-  const double forward_us = inprocess_forward_us(engine, item);
-  std::printf("# corepool-serve-bench (%s, model %s, %d workers)\n", o.corepool.c_str(), o.model.c_str(), o.workers);
-  for (const auto& mode : o.modes) bench_mode(o, mode, engine, item, forward_us);
+  std::printf("# corepool-serve-bench (%s, %d workers = 0: usable cpus)\n", o.corepool.c_str(), o.workers);
+  for (const auto& mode : o.modes) {
+    bench_latency(o, mode, o.latency_model.empty() ? o.model : o.latency_model);
+    std::fflush(stdout);
+    bench_load(o, mode);
+    std::fflush(stdout);
+  }
   return 0;
 }
