@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -372,6 +373,44 @@ TEST_F(ServeTest, SystemdHearsTheWholeLifecycle) {
   EXPECT_TRUE(std::any_of(messages.begin(), messages.end(),
                           [](const std::string& m) { return m.rfind("STATUS=generation 1", 0) == 0; }));
   for (const auto& d : notify.datagrams()) EXPECT_EQ(d.pid, server.pid()) << d.text;
+}
+
+// Garbage never crashes the service nor grows it: JSON infer requests cut at
+// many offsets, random bytes to every POST endpoint, a WAV cut at many
+// offsets; each gets a 4xx, and the process serves on at the same size.
+TEST_F(ServeTest, TruncatedAndRandomBodiesGet4xxAndLeaveTheServerIntact) {
+  ServeProcess server(dir_, {"--mode", "process", "--workers", "1"});
+  ASSERT_TRUE(server.started()) << server.log();
+  const Reference r = reference_item(440);
+  const std::string good = infer_body({r.input}).dump();
+  const std::string wav_path = dir_.path() + "/short.wav";
+  synth::write_audio(wav_path, synth::demo_of_seconds(2));
+  const std::string wav = testing::read_file(wav_path);
+  auto rss = [&] {
+    return testing::metric(curl(dir_, {server.url("/metrics")}).body, R"(corepool_memory_rss_bytes{process="supervisor"})");
+  };
+  const double before = rss();
+  std::mt19937 rng(7);
+  for (int i = 0; i < 16; ++i) {
+    const size_t cut = good.size() * static_cast<size_t>(i) / 16;
+    const std::string path = write_text(dir_, "cut.json", good.substr(0, cut));
+    const int code = post_file(dir_, server.url("/v2/models/default/infer"), path).code;
+    EXPECT_EQ(code, 400) << "cut at " << cut;
+    std::string noise(1 + rng() % 4096, '\0');
+    for (char& c : noise) c = static_cast<char>(rng());
+    const std::string noise_path = write_text(dir_, "noise.bin", noise);
+    EXPECT_EQ(post_file(dir_, server.url("/v2/models/default/infer"), noise_path).code, 400);
+    EXPECT_EQ(post_file(dir_, server.url("/v1/audio:tag"), noise_path).code, 415);
+    const size_t wav_cut = 1 + wav.size() * static_cast<size_t>(i) / 16;
+    const std::string wav_cut_path = write_text(dir_, "cut.wav", wav.substr(0, wav_cut));
+    const int wav_code = post_file(dir_, server.url("/v1/audio:tag"), wav_cut_path).code;
+    EXPECT_TRUE(wav_code == 400 || wav_code == 415) << "wav cut at " << wav_cut << ": " << wav_code;
+  }
+  EXPECT_EQ(curl(dir_, {server.url("/v2/health/live")}).code, 200);
+  EXPECT_EQ(post_file(dir_, server.url("/v2/models/default/infer"), write_text(dir_, "ok.json", good)).code, 200);
+  EXPECT_LT(rss() - before, 32.0 * 1024 * 1024);
+  EXPECT_EQ(testing::metric(curl(dir_, {server.url("/metrics")}).body, "corepool_worker_restarts_total"), 0);
+  EXPECT_EQ(server.stop().exit_code, 0);
 }
 
 TEST_F(ServeTest, AUnixSocketServesWithMode0660AndIsRemovedAtExit) {
