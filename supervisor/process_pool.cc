@@ -3,7 +3,10 @@
 //    wait_idle()/stats(): they only touch the state under mu_ (pending_,
 //    outstanding_, the mirrors) and wake the loop;
 //  - the loop thread owns everything else: the worker table, every ring end on
-//    the supervisor side, the in-flight request map, forks and reaping.
+//    the supervisor side, the in-flight request map, forks and reaping. It
+//    holds loop_mu_ in every callback, and try_submit() may take loop_mu_ too
+//    (try_lock, never waiting) to dispatch on the caller's thread: an idle
+//    pool then starts a request without first waking its loop thread.
 // Completions are delivered on the loop thread, outside mu_.
 #include "supervisor/process_pool.h"
 
@@ -111,6 +114,7 @@ class ProcessPool::Impl {
   static Impl* self(uv_handle_t* h) { return static_cast<Impl*>(h->data); }
   void run_loop();
   void on_wake();
+  bool take_pending();
   void dispatch();
   void on_eventfd(Worker& w);
   void drain_completions(Worker& w);
@@ -150,6 +154,9 @@ class ProcessPool::Impl {
   std::unordered_map<uint64_t, Request> in_flight_;  // loop thread: id -> request
 
   mutable std::mutex mu_;
+  // Serialises whoever drives the worker table (taken before mu_, never
+  // after): the loop thread in each callback, a try_submit() dispatching inline.
+  std::mutex loop_mu_;
   std::condition_variable space_cv_;
   std::condition_variable idle_cv_;
   std::condition_variable ready_cv_;
@@ -189,14 +196,26 @@ void ProcessPool::Impl::start() {
   if (!options_.naive_weights) weights_ = std::make_unique<SharedWeights>(share_weights(*model_));
   if (uv_loop_init(&loop_) != 0) throw std::runtime_error("uv_loop_init failed");
   loop_.data = this;
-  uv_async_init(&loop_, &wake_, [](uv_async_t* h) { self(reinterpret_cast<uv_handle_t*>(h))->on_wake(); });
+  uv_async_init(&loop_, &wake_, [](uv_async_t* h) {
+    Impl* impl = self(reinterpret_cast<uv_handle_t*>(h));
+    std::lock_guard<std::mutex> loop(impl->loop_mu_);
+    impl->on_wake();
+  });
   wake_.data = this;
   uv_signal_init(&loop_, &sigchld_);
   sigchld_.data = this;
-  uv_signal_start(&sigchld_, [](uv_signal_t* h, int) { self(reinterpret_cast<uv_handle_t*>(h))->reap(); }, SIGCHLD);
+  uv_signal_start(&sigchld_, [](uv_signal_t* h, int) {
+    Impl* impl = self(reinterpret_cast<uv_handle_t*>(h));
+    std::lock_guard<std::mutex> loop(impl->loop_mu_);
+    impl->reap();
+  }, SIGCHLD);
   uv_timer_init(&loop_, &heartbeat_timer_);
   heartbeat_timer_.data = this;
-  uv_timer_start(&heartbeat_timer_, [](uv_timer_t* h) { self(reinterpret_cast<uv_handle_t*>(h))->check_heartbeats(); },
+  uv_timer_start(&heartbeat_timer_, [](uv_timer_t* h) {
+    Impl* impl = self(reinterpret_cast<uv_handle_t*>(h));
+    std::lock_guard<std::mutex> loop(impl->loop_mu_);
+    impl->check_heartbeats();
+  },
                  100, 100);
   uv_timer_init(&loop_, &shutdown_timer_);
   shutdown_timer_.data = this;
@@ -216,6 +235,7 @@ void ProcessPool::Impl::start() {
     uv_poll_start(&w->poll, UV_READABLE, [](uv_poll_t* h, int, int) {
       auto* worker = static_cast<Worker*>(h->data);
       auto* impl = static_cast<Impl*>(h->loop->data);
+      std::lock_guard<std::mutex> loop(impl->loop_mu_);
       impl->on_eventfd(*worker);
     });
   }
@@ -284,20 +304,25 @@ void ProcessPool::Impl::run_loop() {
   // Every fork happens on this thread, first ones included: PR_SET_PDEATHSIG
   // fires when the *thread* that forked a worker ends, and this thread lives
   // exactly as long as the pool.
-  for (auto& w : workers_) spawn(*w);
+  {
+    std::lock_guard<std::mutex> loop(loop_mu_);
+    for (auto& w : workers_) spawn(*w);
+  }
   uv_run(&loop_, UV_RUN_DEFAULT);
 }
 
-void ProcessPool::Impl::on_wake() {
-  bool stop = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    while (!pending_.empty()) {
-      queue_.push_back(std::move(pending_.front()));
-      pending_.pop_front();
-    }
-    stop = stop_requested_;
+// Requires loop_mu_. Returns whether a stop was requested.
+bool ProcessPool::Impl::take_pending() {
+  std::lock_guard<std::mutex> lock(mu_);
+  while (!pending_.empty()) {
+    queue_.push_back(std::move(pending_.front()));
+    pending_.pop_front();
   }
+  return stop_requested_;
+}
+
+void ProcessPool::Impl::on_wake() {
+  const bool stop = take_pending();
   if (stop && !shutting_down_) begin_shutdown();
   dispatch();
 }
@@ -500,6 +525,7 @@ void ProcessPool::Impl::schedule_respawn(Worker& w) {
   uv_timer_start(&w.respawn_timer, [](uv_timer_t* h) {
     auto* worker = static_cast<Worker*>(h->data);
     auto* impl = static_cast<Impl*>(h->loop->data);
+    std::lock_guard<std::mutex> loop(impl->loop_mu_);
     if (impl->shutting_down_ || worker->state != SlotState::kDead) return;
     {
       std::lock_guard<std::mutex> lock(impl->mu_);
@@ -544,6 +570,7 @@ void ProcessPool::Impl::begin_shutdown() {
   // Workers notice the stop within their 100 ms wait; kill any that do not.
   uv_timer_start(&shutdown_timer_, [](uv_timer_t* h) {
     auto* impl = self(reinterpret_cast<uv_handle_t*>(h));
+    std::lock_guard<std::mutex> loop(impl->loop_mu_);
     for (auto& w : impl->workers_) {
       if (w->pid > 0) ::kill(w->pid, SIGKILL);
     }
@@ -587,13 +614,27 @@ void ProcessPool::Impl::submit(SegmentTask task) {
 }
 
 bool ProcessPool::Impl::try_submit(std::vector<SegmentTask>& tasks) {
+  // Taken first (lock order), but only if free: a busy loop thread is about
+  // to look at pending_ anyway, and this caller must never wait.
+  std::unique_lock<std::mutex> loop(loop_mu_, std::try_to_lock);
+  bool stop = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (outstanding_ + tasks.size() > depth_) return false;
     outstanding_ += tasks.size();
     for (auto& t : tasks) enqueue_locked(std::move(t));
+    stop = stop_requested_;
   }
   tasks.clear();
+  // Inline: move what is pending into the queue and push it to the rings from
+  // here. Never while stopping: shutting down touches libuv handles, which
+  // only the loop thread may.
+  if (loop.owns_lock() && !stop && !shutting_down_ && !closed_) {
+    take_pending();
+    dispatch();
+    return true;
+  }
+  if (loop.owns_lock()) loop.unlock();  // unlocking a lock not taken throws EPERM
   uv_async_send(&wake_);  // never blocks: it only writes to the loop's eventfd
   return true;
 }

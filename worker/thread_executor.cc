@@ -55,14 +55,21 @@ void ThreadExecutor::submit(SegmentTask task) {
 }
 
 bool ThreadExecutor::try_submit(std::vector<SegmentTask>& tasks) {
+  const size_t n = tasks.size();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (in_flight_ + tasks.size() > depth_) return false;
+    if (in_flight_ + n > depth_) return false;
     for (auto& t : tasks) queue_.push_back(std::move(t));
-    in_flight_ += tasks.size();
+    in_flight_ += n;
   }
   tasks.clear();
-  work_ready_.notify_all();
+  // One task needs one thread: waking them all would have the others contend
+  // for the lock (and the cpu the forward runs on) only to find nothing.
+  if (n == 1) {
+    work_ready_.notify_one();
+  } else {
+    work_ready_.notify_all();
+  }
   return true;
 }
 

@@ -351,6 +351,35 @@ TEST(ProcessPoolStatsTest, BusySecondsOfASlotNeverDropWhenItsWorkerIsRespawned) 
 
 // Engine level, in this process: one forward() over a batch that mixes kinds
 // gives each item the scores of its PCM run alone through the feature step.
+// try_submit from several threads at once while the loop thread delivers:
+// the inline dispatch (try_lock on the loop's mutex) and the fallback
+// through the loop's wake-up both run, and every task is answered once.
+TEST(ProcessPoolStatsTest, ConcurrentTrySubmitsAreEachAnsweredOnce) {
+  if (ran_in_child(true)) return;
+  auto model = load_model(COREPOOL_DEFAULT_MODEL);
+  Results results;
+  ProcessPool pool(model, {2, 4, 0, 8, {}, 10000, 120000, 2, "warn", false},
+                   [&](SegmentResult&& r) { results.add(std::move(r)); });
+  constexpr uint64_t kPerThread = 40;
+  std::vector<std::thread> threads;
+  for (uint64_t t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (uint64_t i = 0; i < kPerThread; ++i) {
+        const uint64_t index = t * kPerThread + i;
+        std::vector<SegmentTask> one{{1, index, pcm_for(model->config, index)}};
+        // Full queue: wait for room as a client would retry after a 503.
+        while (!pool.try_submit(one)) std::this_thread::yield();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  pool.wait_idle();
+  const auto all = results.take();  // fails on any index answered twice
+  ASSERT_EQ(all.size(), 4 * kPerThread);
+  for (const auto& [index, r] : all) EXPECT_TRUE(r.error.empty()) << index << ": " << r.error;
+  EXPECT_EQ(pool.stats().outstanding, 0u);
+}
+
 TEST(EngineItemsTest, AMixedBatchScoresEachItemLikeItsPcm) {
   auto model = load_model(COREPOOL_DEFAULT_MODEL);
   Engine engine(model);
