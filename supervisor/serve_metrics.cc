@@ -81,16 +81,20 @@ void render_executor(std::string& out, const ServeSnapshot& s) {
   Family(out, "corepool_segments_total", "counter", "Segments (or infer items) run.").sample("", double(e.segments));
 }
 
+// One gauge per process from one field of ProcessMemory (kB; -1 = unknown).
+void memory_family(std::string& out, const ServeSnapshot& s, const char* name, const char* help,
+                   long ProcessMemory::*field) {
+  Family family(out, name, "gauge", help);
+  for (const auto& [process, m] : s.memory) {
+    if (m.*field >= 0) family.sample(label("process", process), double(m.*field) * 1024);
+  }
+}
+
 void render_memory(std::string& out, const ServeSnapshot& s) {
-  Family rss(out, "corepool_memory_rss_bytes", "gauge", "Resident set size by process.");
-  for (const auto& [name, m] : s.memory) {
-    if (m.rss_kb >= 0) rss.sample(label("process", name), double(m.rss_kb) * 1024);
-  }
-  Family pss(out, "corepool_memory_pss_bytes", "gauge",
-             "Proportional set size by process: shared pages (the weights) split between their users.");
-  for (const auto& [name, m] : s.memory) {
-    if (m.pss_kb >= 0) pss.sample(label("process", name), double(m.pss_kb) * 1024);
-  }
+  memory_family(out, s, "corepool_memory_rss_bytes", "Resident set size by process.", &ProcessMemory::rss_kb);
+  memory_family(out, s, "corepool_memory_pss_bytes",
+                "Proportional set size by process: shared pages (the weights) split between their users.",
+                &ProcessMemory::pss_kb);
   if (s.allocator.empty()) return;
   Family alloc(out, "corepool_allocator_bytes", "gauge", "jemalloc statistics of the supervisor, by stat.");
   for (const auto& [name, v] : s.allocator) alloc.sample(label("stat", name), double(v));

@@ -167,10 +167,13 @@ double cgroup_quota_cpus(const std::string& cgroup_root, const std::string& proc
 }
 
 CpuBudget usable_cpus(const std::string& cgroup_root) {
+  return usable_cpus(cgroup_root, read_text("/proc/self/cgroup").value_or(""));
+}
+
+CpuBudget usable_cpus(const std::string& cgroup_root, const std::string& proc_self_cgroup) {
   CpuBudget budget;
   budget.allowed = affinity_cpus();
-  budget.quota_cpus =
-      cgroup_quota_cpus(cgroup_root, read_text("/proc/self/cgroup").value_or(""));
+  budget.quota_cpus = cgroup_quota_cpus(cgroup_root, proc_self_cgroup);
   int usable = static_cast<int>(budget.allowed.size());
   if (budget.quota_cpus > 0) {
     usable = std::min(usable, static_cast<int>(std::ceil(budget.quota_cpus)));

@@ -18,6 +18,9 @@ struct CpuBudget {
 // (default "/sys/fs/cgroup", for tests a temp dir laid out like it) for the
 // cgroup of this process (/proc/self/cgroup).
 CpuBudget usable_cpus(const std::string& cgroup_root = "/sys/fs/cgroup");
+// The same for the cgroup named by `proc_self_cgroup` (the text of a
+// /proc/PID/cgroup file), so that tests need not depend on the host's cgroups.
+CpuBudget usable_cpus(const std::string& cgroup_root, const std::string& proc_self_cgroup);
 
 // The cgroup CPU quota in cpus (0 = none) for the process whose /proc/self/cgroup
 // text is `proc_self_cgroup`: the smallest cpu.max along its cgroup v2 path and

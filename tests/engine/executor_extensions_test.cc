@@ -48,14 +48,7 @@ bool ran_in_child(bool forks) {
 }
 
 std::vector<float> pcm_for(const ModelConfig& cfg, uint64_t index) {
-  std::vector<float> v(cfg.segment_samples());
-  uint32_t x = static_cast<uint32_t>(index * 2654435761u + 17);
-  for (size_t i = 0; i < v.size(); ++i) {
-    x = x * 1664525u + 1013904223u;
-    const float noise = static_cast<float>((x >> 8) * (1.0 / 16777216.0) - 0.5);
-    v[i] = 0.3f * noise * static_cast<float>(index % 5 + 1) + 0.2f * std::sin(0.01f * i * (index % 7 + 1));
-  }
-  return v;
+  return testing::test_segment(cfg.segment_samples(), index);
 }
 
 // One item of the model's input: the features of `pcm`, flattened row-major.

@@ -2,7 +2,7 @@
 // thread mode, workers killed mid-run change nothing, and a SIGKILLed
 // supervisor takes its workers and its shared memory with it.
 #include <filesystem>
-#include <thread>
+#include <algorithm>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -60,12 +60,21 @@ TEST(ProcessModeTest, KillingWorkersMidRunChangesNoResult) {
   int kills = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (kills < 8 && std::chrono::steady_clock::now() < deadline && testing::process_alive(pid)) {
-    std::vector<int> children = testing::child_pids(pid);
-    if (children.size() == 2) {
-      ::kill(children[kills % 2], SIGKILL);
-      ++kills;
+    std::vector<int> children;
+    if (!testing::wait_until([&] { return (children = testing::child_pids(pid)).size() == 2 || !testing::process_alive(pid); },
+                             std::chrono::seconds(30)) ||
+        children.size() != 2) {
+      break;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));  // spacing the chaos, not syncing
+    const int victim = children[kills % 2];
+    ::kill(victim, SIGKILL);
+    ++kills;
+    // The next kill waits for this one's replacement: the pool is whole again.
+    testing::wait_until([&] {
+      const std::vector<int> now = testing::child_pids(pid);
+      return !testing::process_alive(pid) ||
+             (now.size() == 2 && std::find(now.begin(), now.end(), victim) == now.end());
+    }, std::chrono::seconds(30));
   }
   auto r = testing::wait_process(child, std::chrono::seconds(120));
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -10,6 +10,8 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -162,6 +164,20 @@ inline long current_rss_kb() {
     if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
   }
   return -1;
+}
+
+// A deterministic segment of `samples` floats that differs with `index`:
+// noise of index-dependent loudness over a tone of index-dependent pitch, so
+// that every segment of a test run gives different scores.
+inline std::vector<float> test_segment(size_t samples, uint64_t index) {
+  std::vector<float> v(samples);
+  uint32_t x = static_cast<uint32_t>(index * 2654435761u + 17);
+  for (size_t i = 0; i < v.size(); ++i) {
+    x = x * 1664525u + 1013904223u;
+    const float noise = static_cast<float>((x >> 8) * (1.0 / 16777216.0) - 0.5);
+    v[i] = 0.3f * noise * static_cast<float>(index % 5 + 1) + 0.2f * std::sin(0.01f * i * (index % 7 + 1));
+  }
+  return v;
 }
 
 }  // namespace corepool::testing

@@ -20,14 +20,7 @@ namespace {
 using ::testing::HasSubstr;
 
 std::vector<float> segment_for(const ModelConfig& cfg, uint64_t index) {
-  std::vector<float> v(cfg.segment_samples());
-  uint32_t x = static_cast<uint32_t>(index * 2654435761u + 17);
-  for (size_t i = 0; i < v.size(); ++i) {
-    x = x * 1664525u + 1013904223u;
-    const float noise = static_cast<float>((x >> 8) * (1.0 / 16777216.0) - 0.5);
-    v[i] = 0.3f * noise * static_cast<float>(index % 5) + 0.2f * std::sin(0.01f * i * (index % 7 + 1));
-  }
-  return v;
+  return testing::test_segment(cfg.segment_samples(), index);
 }
 
 // Runs `count` segments through a ThreadExecutor and returns scores by index.

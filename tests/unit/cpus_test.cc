@@ -34,15 +34,6 @@ std::vector<int> affinity_mask() {
   return cpus;
 }
 
-// This process's cgroup v2 path ("0::/path" in /proc/self/cgroup), if any.
-std::optional<std::string> own_unified_cgroup() {
-  std::ifstream in("/proc/self/cgroup");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("0::", 0) == 0) return line.substr(3);
-  }
-  return std::nullopt;
-}
-
 TEST(CpuMaxTest, QuotaAndPeriodGiveCpus) {
   EXPECT_DOUBLE_EQ(parse_cpu_max("150000 100000\n"), 1.5);
   EXPECT_DOUBLE_EQ(parse_cpu_max("200000 100000"), 2.0);
@@ -150,20 +141,19 @@ TEST_F(CpuBudgetTest, WithoutQuotaEveryAllowedCpuIsUsable) {
   EXPECT_EQ(budget.usable, static_cast<int>(affinity_mask().size()));
 }
 
+// A cgroup v2 path of our own making, whatever cgroups the host has.
+constexpr const char* kFakeCgroup = "0::/corepool-test.slice/serve.service\n";
+
 TEST_F(CpuBudgetTest, FractionalQuotaRoundsUpAndCapsUsableCpus) {
-  const std::optional<std::string> cgroup = own_unified_cgroup();
-  if (!cgroup) GTEST_SKIP() << "no cgroup v2 line in /proc/self/cgroup";
-  put(*cgroup + "/cpu.max", "150000 100000\n");
-  const CpuBudget budget = usable_cpus(root_.string());
+  put("/corepool-test.slice/serve.service/cpu.max", "150000 100000\n");
+  const CpuBudget budget = usable_cpus(root_.string(), kFakeCgroup);
   EXPECT_DOUBLE_EQ(budget.quota_cpus, 1.5);
   EXPECT_EQ(budget.usable, std::min(static_cast<int>(affinity_mask().size()), 2));
 }
 
 TEST_F(CpuBudgetTest, TinyQuotaStillLeavesOneUsableCpu) {
-  const std::optional<std::string> cgroup = own_unified_cgroup();
-  if (!cgroup) GTEST_SKIP() << "no cgroup v2 line in /proc/self/cgroup";
-  put(*cgroup + "/cpu.max", "1000 100000\n");
-  const CpuBudget budget = usable_cpus(root_.string());
+  put("/corepool-test.slice/serve.service/cpu.max", "1000 100000\n");
+  const CpuBudget budget = usable_cpus(root_.string(), kFakeCgroup);
   EXPECT_DOUBLE_EQ(budget.quota_cpus, 0.01);
   EXPECT_EQ(budget.usable, 1);
 }

@@ -29,6 +29,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/engine/test_support.h"
 #include "tests/unit/scratch_dir_test_base.h"
 
 #ifndef COREPOOL_SOCKET_ACTIVATE_BIN
@@ -208,13 +209,16 @@ TEST_F(ListenFdsTest, SystemdSocketActivateHandsOverItsListeners) {
   // with a deadline (the interval only bounds how late we notice).
   const int client = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   const sockaddr_un a = unix_address(path("http.sock"));
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
-  bool connected = false;
-  while (!(connected = ::connect(client, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) == 0) &&
-         (errno == ENOENT || errno == ECONNREFUSED) && std::chrono::steady_clock::now() < deadline) {
-    ::usleep(2000);
-  }
-  EXPECT_TRUE(connected) << std::strerror(errno);
+  int connect_errno = 0;
+  const bool connected = corepool::testing::wait_until([&] {
+    if (::connect(client, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) == 0) {
+      connect_errno = 0;
+      return true;
+    }
+    connect_errno = errno;
+    return errno != ENOENT && errno != ECONNREFUSED;  // anything else will not heal: stop and report it
+  }, 30s) && connect_errno == 0;
+  EXPECT_TRUE(connected) << std::strerror(connect_errno);
   // The connection wakes the tool, which execs the child; the child accepts it and answers.
   std::string reply;
   char buf[64];
