@@ -1,27 +1,13 @@
-// What the field's guides say to check first when inference is slow: LibTorch
-// version, BLAS vendor, oneDNN, CPU ISA, intra/inter-op threads, the thread
-// environment variables, the allocator, the usable cpus. Logged at startup by
-// every command and printed as a table by `corepool doctor`.
+// What every command logs at startup, so that a slow run's log already says
+// why: the doctor's process checks (LibTorch, BLAS, oneDNN, CPU ISA, thread
+// variables, allocator, transparent huge pages) and the usable cpus. Called
+// once by main() after the runtime threads are configured; `corepool doctor`
+// prints the full checklist instead (supervisor/doctor.h).
 #pragma once
-
-#include <string>
-#include <utility>
-#include <vector>
 
 namespace corepool {
 
-struct HostFact {
-  std::string name;
-  std::string value;
-  std::string warning;  // non-empty: a known cause of slow or oversubscribed inference
-};
-
-std::vector<HostFact> collect_host_facts();
-
-// Logs every fact at info level (warnings at warn level).
+// OK lines at info level, WARN/FAIL lines at warn level with their fix.
 void log_host_facts();
-
-// Prints the table for `corepool doctor`; returns the number of warnings.
-int print_doctor_report();
 
 }  // namespace corepool

@@ -1,0 +1,424 @@
+// `corepool doctor` end to end: the real binary under planted conditions (a
+// thread variable, a float64 model, a one-cpu affinity mask, the reference
+// BLAS through LD_LIBRARY_PATH, a missing model), each read back from its line
+// and from the exit code; then the pure parsers and verdicts behind the lines.
+// The host's own load is not asserted: ctest -j2 runs other tests beside these.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/script.h>
+
+#include "supervisor/doctor_capacity.h"
+#include "supervisor/doctor_check.h"
+#include "supervisor/doctor_host.h"
+#include "supervisor/doctor_model.h"
+#include "supervisor/doctor_procfs.h"
+#include "tests/engine/test_support.h"
+
+namespace corepool {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr const char* kReferenceBlas = "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3";
+
+struct DoctorLine {
+  std::string verdict;
+  std::string text;  // the whole line
+};
+
+struct DoctorRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+  std::map<std::string, DoctorLine> lines;  // by check name
+  std::vector<std::string> other;           // header, summary, and anything that leaked
+
+  std::string verdict(const std::string& name) const {
+    const auto it = lines.find(name);
+    return it == lines.end() ? "(no line " + name + ")" : it->second.verdict;
+  }
+  std::string text(const std::string& name) const {
+    const auto it = lines.find(name);
+    return it == lines.end() ? "" : it->second.text;
+  }
+};
+
+DoctorRun parse_doctor(testing::ProcessResult r) {
+  DoctorRun run{r.exit_code, std::move(r.out), std::move(r.err), {}, {}};
+  for (const std::string& line : testing::lines_of(run.out)) {
+    std::istringstream words(line);
+    std::string verdict, name;
+    words >> verdict >> name;
+    if (verdict == "OK" || verdict == "WARN" || verdict == "FAIL") {
+      run.lines[name] = {verdict, line};
+    } else {
+      run.other.push_back(line);
+    }
+  }
+  return run;
+}
+
+// Runs `prefix... corepool doctor --model M args...` with extra environment.
+DoctorRun doctor(std::vector<std::string> args, const testing::TempDir& dir, const std::vector<std::string>& env = {},
+                 std::vector<std::string> prefix = {}) {
+  if (std::find(args.begin(), args.end(), "--model") == args.end()) {
+    args.insert(args.begin(), {"--model", COREPOOL_DEFAULT_MODEL});
+  }
+  args.insert(args.begin(), {COREPOOL_BIN, "--log-level", "warn", "doctor"});
+  prefix.insert(prefix.end(), args.begin(), args.end());
+  return parse_doctor(testing::wait_process(testing::spawn_process(prefix, dir.path(), env), std::chrono::minutes(2)));
+}
+
+std::string context(const DoctorRun& run) { return "exit " + std::to_string(run.exit_code) + "\n" + run.out + run.err; }
+
+class DoctorCliTest : public ::testing::Test {
+ protected:
+  // A thread variable in the test's own environment would leak into every
+  // child and plant a condition the test did not ask for.
+  void SetUp() override {
+    for (const char* name : {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOMP_CPU_AFFINITY",
+                             "KMP_AFFINITY", "LD_LIBRARY_PATH", "ATEN_CPU_CAPABILITY"}) {
+      ::unsetenv(name);
+    }
+  }
+  testing::TempDir dir_;
+};
+
+TEST_F(DoctorCliTest, CleanRunReportsEveryCheckWithBlasEnvAndModelOk) {
+  const DoctorRun run = doctor({}, dir_);
+  ASSERT_THAT(run.exit_code, ::testing::AnyOf(0, 1)) << context(run);  // other tests may load the cpus
+  for (const char* name : {"libtorch", "blas", "onednn", "cpu-isa", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                           "OPENBLAS_NUM_THREADS", "allocator", "thp", "oversubscription", "cgroup-quota",
+                           "affinity", "model", "forward", "cpu-load", "memory", "dev-shm"}) {
+    EXPECT_TRUE(run.lines.count(name)) << name << "\n" << context(run);
+  }
+  for (const char* name : {"libtorch", "blas", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                           "allocator", "model", "forward"}) {
+    EXPECT_EQ(run.verdict(name), "OK") << name << "\n" << context(run);
+  }
+  EXPECT_THAT(run.text("blas"), HasSubstr("openblas"));
+  EXPECT_THAT(run.text("model"), HasSubstr("float32"));
+  EXPECT_THAT(run.text("allocator"), HasSubstr("jemalloc"));
+  for (const auto& [name, line] : run.lines) {
+    if (line.verdict != "OK") {
+      EXPECT_THAT(line.text, HasSubstr("fix: ")) << name;
+    }
+  }
+  EXPECT_THAT(run.out, HasSubstr("FAIL: exit " + std::to_string(run.exit_code)));
+  EXPECT_EQ(run.other.size(), 2u) << run.out;  // the header and the summary; every check is one line
+}
+
+TEST_F(DoctorCliTest, ThreadVariablesAboveTheIntraOpSettingWarn) {
+  const DoctorRun run = doctor({"--intra-op-threads", "1"}, dir_,
+                               {"OMP_NUM_THREADS=8", "OPENBLAS_NUM_THREADS=8", "MKL_NUM_THREADS=1"});
+  EXPECT_GE(run.exit_code, 1) << context(run);
+  EXPECT_EQ(run.verdict("OMP_NUM_THREADS"), "WARN") << context(run);
+  EXPECT_EQ(run.verdict("OPENBLAS_NUM_THREADS"), "WARN") << context(run);
+  EXPECT_EQ(run.verdict("MKL_NUM_THREADS"), "OK") << context(run);  // 1 is not above 1
+  EXPECT_THAT(run.text("OMP_NUM_THREADS"), HasSubstr("fix: unset OMP_NUM_THREADS (corepool sets thread counts itself)"));
+}
+
+TEST_F(DoctorCliTest, AFloat64ModelWarnsOnTheModelLine) {
+  fs::create_directories(dir_ / "f64");
+  torch::jit::Module module = torch::jit::load(std::string(COREPOOL_DEFAULT_MODEL) + "/model.pt");
+  module.to(torch::kDouble);
+  module.save(dir_ / "f64/model.pt");
+  fs::copy_file(std::string(COREPOOL_DEFAULT_MODEL) + "/model.toml", dir_ / "f64/model.toml");
+
+  const DoctorRun run = doctor({"--model", dir_ / "f64"}, dir_);
+  EXPECT_GE(run.exit_code, 1) << context(run);
+  EXPECT_EQ(run.verdict("model"), "WARN") << context(run);
+  EXPECT_THAT(run.text("model"), HasSubstr("float64"));
+  EXPECT_THAT(run.text("model"), HasSubstr("module.to(torch::kFloat)"));
+  // Its forward() then fails on float input; the TorchScript traceback must
+  // not spill over several lines.
+  EXPECT_EQ(run.other.size(), 2u) << run.out;
+}
+
+TEST_F(DoctorCliTest, TwoWorkersOnAOneCpuAffinityMaskWarnOfOversubscription) {
+  const DoctorRun run = doctor({"--workers", "2"}, dir_, {}, {"/usr/bin/taskset", "-c", "0"});
+  EXPECT_GE(run.exit_code, 1) << context(run);
+  EXPECT_EQ(run.verdict("oversubscription"), "WARN") << context(run);
+  EXPECT_THAT(run.text("oversubscription"), HasSubstr("on 1 usable cpu"));
+  EXPECT_THAT(run.text("oversubscription"), HasSubstr("fix: --workers 1"));
+  if (::sysconf(_SC_NPROCESSORS_ONLN) > 1) {
+    EXPECT_EQ(run.verdict("affinity"), "WARN") << context(run);
+  }
+}
+
+TEST_F(DoctorCliTest, ReferenceBlasOnTheLibraryPathFails) {
+  fs::create_directories(dir_ / "refblas");
+  fs::create_symlink(kReferenceBlas, dir_ / "refblas/libblas.so.3");
+  const DoctorRun run = doctor({}, dir_, {"LD_LIBRARY_PATH=" + (dir_ / "refblas")});
+  EXPECT_EQ(run.exit_code, 2) << context(run);
+  EXPECT_EQ(run.verdict("blas"), "FAIL") << context(run);
+  EXPECT_THAT(run.text("blas"), HasSubstr("reference BLAS"));
+  EXPECT_THAT(run.text("blas"), HasSubstr("fix: remove " + (dir_ / "refblas") + " from LD_LIBRARY_PATH"));
+}
+
+TEST_F(DoctorCliTest, AMissingModelDirectoryFailsAndSkipsTheRoomChecks) {
+  const DoctorRun run = doctor({"--model", dir_ / "no-such-model"}, dir_);
+  EXPECT_EQ(run.exit_code, 2) << context(run);
+  EXPECT_EQ(run.verdict("model"), "FAIL") << context(run);
+  EXPECT_THAT(run.text("model"), HasSubstr(dir_ / "no-such-model"));
+  EXPECT_EQ(run.lines.count("forward"), 0u);
+  EXPECT_THAT(run.text("memory"), HasSubstr("not checked"));
+}
+
+TEST_F(DoctorCliTest, ConfigFileAndProcessModeReachTheChecks) {
+  std::ofstream(dir_ / "corepool.toml") << "[engine]\nmode = \"process\"\nworkers = 3\nmax_batch = 2\n";
+  const testing::ProcessResult r = testing::run_process(
+      {COREPOOL_BIN, "--log-level", "warn", "--config", dir_ / "corepool.toml", "doctor", "--model",
+       COREPOOL_DEFAULT_MODEL},
+      dir_.path());
+  const DoctorRun run = parse_doctor(r);
+  EXPECT_THAT(run.text("oversubscription"), HasSubstr("3 workers x 1 intra-op thread"));
+  EXPECT_THAT(run.text("forward"), HasSubstr("forward() of 2 silent segment(s)"));
+  EXPECT_THAT(run.text("dev-shm"), HasSubstr("process mode needs"));
+  EXPECT_THAT(run.text("memory"), HasSubstr("channel"));
+}
+
+// ---- The parsers and verdicts behind the lines ----
+
+TEST(DoctorProcfsTest, SelectedChoiceIsTheBracketedWord) {
+  EXPECT_EQ(selected_choice("always [madvise] never\n"), "madvise");
+  EXPECT_EQ(selected_choice("always defer [defer+madvise] madvise never"), "defer+madvise");
+  EXPECT_EQ(selected_choice("always madvise never"), "");
+}
+
+TEST(DoctorProcfsTest, MeminfoFieldsComeBackInBytes) {
+  const std::string meminfo = "MemTotal:       24576000 kB\nMemFree:  100 kB\nMemAvailable:   20000000 kB\n";
+  EXPECT_EQ(meminfo_bytes(meminfo, "MemAvailable"), 20000000ull * 1024);
+  EXPECT_EQ(meminfo_bytes(meminfo, "MemFree"), 100ull * 1024);
+  EXPECT_FALSE(meminfo_bytes(meminfo, "SwapFree"));
+  EXPECT_FALSE(meminfo_bytes("MemAvailable: lots\n", "MemAvailable"));
+}
+
+TEST(DoctorProcfsTest, CpuJiffiesSumOnlyTheNamedCpusAndCountStealAsBusy) {
+  const std::string stat =
+      "cpu  1000 0 1000 8000 0 0 0 0 0 0\n"
+      "cpu0 10 1 2 100 5 3 4 6 99 99\n"
+      "cpu1 20 0 0 80 0 0 0 0 0 0\n"
+      "intr 12345\n";
+  const CpuJiffies cpu0 = cpu_jiffies(stat, {0});
+  EXPECT_EQ(cpu0.busy, 10u + 1 + 2 + 3 + 4 + 6);  // guest fields are inside user already
+  EXPECT_EQ(cpu0.total, cpu0.busy + 100 + 5);
+  const CpuJiffies both = cpu_jiffies(stat, {0, 1});
+  EXPECT_EQ(both.busy, cpu0.busy + 20);
+  EXPECT_EQ(cpu_jiffies(stat, {7}).total, 0u);
+}
+
+TEST(DoctorProcfsTest, ProcessTicksAreCountedFromTheLastParenthesis) {
+  const std::string stat = "4242 (we (ird) name) R 1 2 3 4 5 6 7 8 9 10 111 222 0 0 20 0 1 0";
+  EXPECT_EQ(process_cpu_ticks(stat), 333u);
+  EXPECT_FALSE(process_cpu_ticks("garbage"));
+}
+
+TEST(DoctorProcfsTest, CgroupPathsAndLimitsParse) {
+  EXPECT_EQ(unified_cgroup_path("0::/system.slice/corepool.service\n"), "/system.slice/corepool.service");
+  EXPECT_FALSE(unified_cgroup_path("4:cpu,cpuacct:/a\n"));
+  EXPECT_EQ(cgroup_bytes("1073741824\n"), 1073741824u);
+  EXPECT_FALSE(cgroup_bytes("max\n"));
+}
+
+TEST(DoctorProcfsTest, ThreadCountsReadTheOuterLevel) {
+  EXPECT_EQ(thread_count("8"), 8);
+  EXPECT_EQ(thread_count("4,2"), 4);
+  EXPECT_FALSE(thread_count("0"));
+  EXPECT_FALSE(thread_count("many"));
+}
+
+TEST(DoctorHostTest, ThreadVariablesWarnOnlyAboveTheIntraOpSetting) {
+  EXPECT_EQ(thread_env_verdict("OMP_NUM_THREADS", std::nullopt, 1).verdict, Verdict::kOk);
+  EXPECT_EQ(thread_env_verdict("OMP_NUM_THREADS", "2", 2).verdict, Verdict::kOk);
+  const CheckResult above = thread_env_verdict("MKL_NUM_THREADS", "8", 2);
+  EXPECT_EQ(above.verdict, Verdict::kWarn);
+  EXPECT_EQ(above.fix, "unset MKL_NUM_THREADS (corepool sets thread counts itself)");
+  EXPECT_EQ(thread_env_verdict("OMP_NUM_THREADS", "lots", 1).verdict, Verdict::kWarn);
+  EXPECT_EQ(pinning_env_verdict("GOMP_CPU_AFFINITY", "0-3").verdict, Verdict::kWarn);
+  EXPECT_EQ(pinning_env_verdict("KMP_AFFINITY", "disabled").verdict, Verdict::kOk);
+}
+
+TEST(DoctorHostTest, BlasVerdictFollowsTheLibraryThatProvidesSgemm) {
+  const BlasLibrary reference{"/usr/lib/x86_64-linux-gnu/libblas.so.3", kReferenceBlas + std::string(".11.0"), ""};
+  const CheckResult alternative = blas_verdict(reference, "");
+  EXPECT_EQ(alternative.verdict, Verdict::kFail);
+  EXPECT_THAT(alternative.fix, HasSubstr("update-alternatives --set libblas.so.3-x86_64-linux-gnu"));
+
+  const BlasLibrary planted{"/opt/ref/libblas.so.3", kReferenceBlas, ""};
+  EXPECT_THAT(blas_verdict(planted, "/usr/local/lib:/opt/ref/").fix, HasSubstr("remove /opt/ref from LD_LIBRARY_PATH"));
+
+  const BlasLibrary openblas{"/lib/x86_64-linux-gnu/libblas.so.3",
+                             "/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3", "OpenBLAS 0.3.21 Haswell"};
+  const CheckResult good = blas_verdict(openblas, "");
+  EXPECT_EQ(good.verdict, Verdict::kOk);
+  EXPECT_THAT(good.found, HasSubstr("OpenBLAS 0.3.21 Haswell"));
+  EXPECT_EQ(blas_verdict(BlasLibrary{}, "").verdict, Verdict::kWarn);
+  EXPECT_EQ(blas_verdict({"/opt/x/libfoo.so", "/opt/x/libfoo.so", ""}, "").verdict, Verdict::kWarn);
+}
+
+TEST(DoctorHostTest, IsaWarnsWithoutAvx2AndReportsAvx512AndAmx) {
+  const std::string cpuinfo = "processor : 0\nflags : fpu sse4_2 avx avx2 fma avx512f amx_tile amx_bf16\n\n"
+                              "processor : 1\nflags : fpu\n";
+  const CheckResult modern = isa_verdict(cpu_flags(cpuinfo), std::nullopt);
+  EXPECT_EQ(modern.verdict, Verdict::kOk);
+  EXPECT_EQ(modern.found, "AVX2 yes, AVX-512 yes, AMX yes");
+  EXPECT_EQ(isa_verdict({"sse4_2", "avx"}, std::nullopt).verdict, Verdict::kWarn);
+  EXPECT_EQ(isa_verdict({"avx2", "fma"}, std::string("default")).verdict, Verdict::kWarn);
+}
+
+TEST(DoctorHostTest, AllocatorWarnsOnGlibcWithTheFixForWhyItRuns) {
+  EXPECT_EQ(allocator_verdict("jemalloc", "jemalloc").verdict, Verdict::kOk);
+  EXPECT_THAT(allocator_verdict("system", "system").fix, HasSubstr("allocator = \"jemalloc\""));
+  EXPECT_THAT(allocator_verdict("system", "jemalloc").fix, HasSubstr("libjemalloc2"));
+}
+
+class ThpTest : public ::testing::Test {
+ protected:
+  void plant(const std::string& enabled, const std::string& defrag) {
+    const std::string dir = dir_ / "kernel/mm/transparent_hugepage";
+    fs::create_directories(dir);
+    std::ofstream(dir + "/enabled") << enabled << "\n";
+    std::ofstream(dir + "/defrag") << defrag << "\n";
+  }
+  testing::TempDir dir_;
+};
+
+TEST_F(ThpTest, AlwaysWithDirectCompactionWarns) {
+  plant("[always] madvise never", "[always] defer defer+madvise madvise never");
+  const CheckResult r = thp_check(dir_.path());
+  EXPECT_EQ(r.verdict, Verdict::kWarn);
+  EXPECT_THAT(r.fix, HasSubstr("defer+madvise"));
+}
+
+TEST_F(ThpTest, NeverMadviseAndAlwaysWithoutStallsAreOk) {
+  plant("always madvise [never]", "always defer defer+madvise [madvise] never");
+  EXPECT_EQ(thp_check(dir_.path()).verdict, Verdict::kOk);
+  plant("always [madvise] never", "[always] defer defer+madvise madvise never");
+  EXPECT_EQ(thp_check(dir_.path()).verdict, Verdict::kOk);
+  plant("[always] madvise never", "always defer [defer+madvise] madvise never");
+  EXPECT_EQ(thp_check(dir_.path()).verdict, Verdict::kOk);
+}
+
+TEST_F(ThpTest, AKernelWithoutThpIsOkAndGarbageWarns) {
+  EXPECT_THAT(thp_check(dir_.path()).found, HasSubstr("not available"));
+  plant("nonsense", "nonsense");
+  EXPECT_EQ(thp_check(dir_.path()).verdict, Verdict::kWarn);
+}
+
+CpuBudget budget_of(int allowed, double quota) {
+  CpuBudget b;
+  for (int i = 0; i < allowed; ++i) b.allowed.push_back(i);
+  b.quota_cpus = quota;
+  b.usable = quota > 0 ? std::min(allowed, static_cast<int>(std::ceil(quota))) : allowed;
+  return b;
+}
+
+TEST(DoctorCapacityTest, ThreadsAboveCpusQuotaOrMaskWarn) {
+  WorkerPlan plan{"thread", 4, true, 2};
+  auto checks = cpu_budget_checks(plan, budget_of(8, 0), 8);
+  ASSERT_EQ(checks.size(), 3u);
+  EXPECT_EQ(checks[0].verdict, Verdict::kOk);  // 8 threads on 8 cpus
+  EXPECT_EQ(checks[1].verdict, Verdict::kOk);  // no quota
+  EXPECT_EQ(checks[2].verdict, Verdict::kOk);  // full mask
+
+  checks = cpu_budget_checks(plan, budget_of(8, 6.5), 8);
+  EXPECT_EQ(checks[1].verdict, Verdict::kWarn);
+  EXPECT_THAT(checks[1].found, HasSubstr("cgroup quota 6.5 cpus for 8 compute threads"));
+  EXPECT_THAT(checks[1].fix, HasSubstr("--workers 3"));  // floor(6.5) / 2 intra-op threads
+
+  checks = cpu_budget_checks(WorkerPlan{"process", 4, true, 1}, budget_of(2, 0), 8);
+  EXPECT_EQ(checks[0].verdict, Verdict::kWarn);
+  EXPECT_EQ(checks[2].verdict, Verdict::kWarn);
+  EXPECT_THAT(checks[2].fix, HasSubstr("--workers 2"));
+
+  // Workers sized from the mask itself: nothing to warn about.
+  checks = cpu_budget_checks(WorkerPlan{"process", 2, false, 1}, budget_of(2, 0), 8);
+  EXPECT_EQ(checks[0].verdict, Verdict::kOk);
+  EXPECT_EQ(checks[2].verdict, Verdict::kOk);
+}
+
+TEST(DoctorCapacityTest, OtherProcessesAboveAQuarterOfTheCpusWarn) {
+  const CheckResult quiet = cpu_load_verdict(40, 400, 2, 2);  // 0.2 cpus = 10 %
+  EXPECT_EQ(quiet.verdict, Verdict::kOk);
+  EXPECT_THAT(quiet.found, HasSubstr("use 0.2 of 2 usable cpus (10 %)"));
+  const CheckResult busy = cpu_load_verdict(240, 400, 2, 2);         // 1.2 cpus = 60 %
+  EXPECT_EQ(busy.verdict, Verdict::kWarn);
+  EXPECT_THAT(busy.found, HasSubstr("60 %"));
+  EXPECT_THAT(busy.fix, HasSubstr("--workers 1"));
+  EXPECT_EQ(cpu_load_verdict(0, 0, 2, 2).verdict, Verdict::kOk);
+}
+
+TEST(DoctorCapacityTest, MemoryFailsBelowTheNeedAndWarnsBelowTwice) {
+  const uint64_t mb = 1 << 20;
+  const MemoryNeed need = memory_need(WorkerPlan{"process", 4, true, 1}, 100 * mb, 10 * mb, 5 * mb);
+  EXPECT_EQ(need.total(), 100 * mb + 4 * (need.worker_base + need.activations + 5 * mb));
+  EXPECT_GE(need.activations, 10 * mb);
+  const MemoryNeed threads = memory_need(WorkerPlan{"thread", 4, true, 1}, 100 * mb, 10 * mb, 5 * mb);
+  EXPECT_EQ(threads.channel, 0u);  // thread mode has no channel segments
+  EXPECT_EQ(threads.activations, 20 * mb);  // each engine thread's arena keeps twice one peak
+
+  EXPECT_EQ(memory_verdict(need, {need.total() - 1, std::nullopt}).verdict, Verdict::kFail);
+  EXPECT_EQ(memory_verdict(need, {2 * need.total() - 1, std::nullopt}).verdict, Verdict::kWarn);
+  EXPECT_EQ(memory_verdict(need, {2 * need.total(), std::nullopt}).verdict, Verdict::kOk);
+  const CheckResult capped = memory_verdict(need, {100 * need.total(), need.total() / 2});
+  EXPECT_EQ(capped.verdict, Verdict::kFail);
+  EXPECT_THAT(capped.found, HasSubstr("cgroup memory.max"));
+  EXPECT_EQ(memory_verdict(need, {}).verdict, Verdict::kWarn);
+}
+
+TEST(DoctorCapacityTest, MemoryRoomReadsMeminfoAndTheTightestCgroupLimit) {
+  testing::TempDir dir;
+  HostPaths paths;
+  paths.proc = dir / "proc";
+  paths.cgroup = dir / "cgroup";
+  fs::create_directories(dir / "proc/self");
+  fs::create_directories(dir / "cgroup/svc/app");
+  std::ofstream(dir / "proc/meminfo") << "MemTotal: 9000000 kB\nMemAvailable: 4000000 kB\n";
+  std::ofstream(dir / "proc/self/cgroup") << "0::/svc/app\n";
+  std::ofstream(dir / "cgroup/svc/memory.max") << "1073741824\n";
+  std::ofstream(dir / "cgroup/svc/memory.current") << "536870912\n";
+  std::ofstream(dir / "cgroup/svc/app/memory.max") << "max\n";
+  std::ofstream(dir / "cgroup/svc/app/memory.current") << "1000\n";
+  const MemoryRoom room = read_memory_room(paths);
+  EXPECT_EQ(room.mem_available, 4000000ull * 1024);
+  EXPECT_EQ(room.cgroup_headroom, 536870912u);
+}
+
+TEST(DoctorCapacityTest, DevShmMattersOnlyInProcessMode) {
+  const WorkerPlan process{"process", 2, true, 1};
+  EXPECT_EQ(shm_verdict(WorkerPlan{"thread", 2, true, 1}, 100, 0, "/dev/shm").verdict, Verdict::kOk);
+  EXPECT_EQ(shm_verdict(process, 100, 99, "/dev/shm").verdict, Verdict::kFail);
+  EXPECT_EQ(shm_verdict(process, 100, 199, "/dev/shm").verdict, Verdict::kWarn);
+  EXPECT_EQ(shm_verdict(process, 100, 200, "/dev/shm").verdict, Verdict::kOk);
+  EXPECT_EQ(shm_verdict(process, 100, std::nullopt, "/dev/shm").verdict, Verdict::kFail);
+}
+
+TEST(DoctorModelTest, Float64WeightsWarn) {
+  EXPECT_EQ(model_verdict("m", {{"float32", 1000}}, 3).verdict, Verdict::kOk);
+  const CheckResult doubles = model_verdict("m", {{"float32", 1000}, {"float64", 8}}, 4);
+  EXPECT_EQ(doubles.verdict, Verdict::kWarn);
+  EXPECT_THAT(doubles.found, HasSubstr("float64"));
+}
+
+TEST(DoctorCheckTest, LinesCarryVerdictNameFoundAndFix) {
+  EXPECT_EQ(format_check(CheckResult::ok("blas", "OpenBLAS")).rfind("OK    blas", 0), 0u);
+  const std::string line = format_check(CheckResult::fail("memory", "need 2 GB", "fewer workers"));
+  EXPECT_EQ(line.rfind("FAIL  memory", 0), 0u);
+  EXPECT_THAT(line, HasSubstr("need 2 GB  fix: fewer workers"));
+  EXPECT_THAT(format_check(CheckResult::ok("x", "y")), Not(HasSubstr("fix:")));
+  EXPECT_EQ(worst_verdict({CheckResult::ok("a", ""), CheckResult::warn("b", "", "f")}), Verdict::kWarn);
+  EXPECT_EQ(human_bytes(20ull << 30), "20.0 GB");
+  EXPECT_EQ(human_bytes(3ull << 20), "3.0 MB");
+}
+
+}  // namespace
+}  // namespace corepool
