@@ -19,15 +19,16 @@ void read_engine(TomlReader& reader, Config& config) {
   config.mode = reader.get_string("engine.mode", config.mode, {"thread", "process"});
   config.workers = reader.get_int("engine.workers", config.workers, 0, 1024);
   config.intra_op_threads =
-      reader.get_int("engine.intra_op_threads", config.intra_op_threads, 1, 1024);
+      reader.get_int("engine.intra_op_threads", config.intra_op_threads, 0, 1024);
   config.inter_op_threads =
-      reader.get_int("engine.inter_op_threads", config.inter_op_threads, 1, 1024);
+      reader.get_int("engine.inter_op_threads", config.inter_op_threads, 0, 1024);
   config.max_batch = reader.get_int("engine.max_batch", config.max_batch, 1, 1024);
   config.queue_depth = reader.get_int("engine.queue_depth", config.queue_depth, 0, 1000000);
   config.pin_threads = reader.get_bool("engine.pin_threads", config.pin_threads);
   config.max_batch_delay_us =
       reader.get_int("engine.max_batch_delay_us", config.max_batch_delay_us, 0, 1000000);
   config.hang_timeout_ms = reader.get_int("engine.hang_timeout_ms", config.hang_timeout_ms, 100, 3600000);
+  config.allocator = reader.get_string("engine.allocator", config.allocator, {"jemalloc", "system"});
 }
 
 // "" when `text` is host:port (filling `out`), else why it is not.

@@ -20,13 +20,14 @@ struct Config {
   // [engine]
   std::string mode = "thread";   // "thread" | "process"
   int workers = 0;               // engine threads / worker processes; 0 = usable cores
-  int intra_op_threads = 1;      // at::set_num_threads; 1 disables the global intra-op pool
-  int inter_op_threads = 1;      // at::set_num_interop_threads
+  int intra_op_threads = 1;      // at::set_num_threads; 1 disables the global intra-op pool, 0 = LibTorch's default
+  int inter_op_threads = 1;      // at::set_num_interop_threads; 0 = LibTorch's default
   int max_batch = 4;             // segments per forward()
   int queue_depth = 0;           // segments in flight; 0 = 4 * workers * max_batch
   bool pin_threads = true;       // pin engine thread / worker i to the i-th usable cpu
   int max_batch_delay_us = 0;    // process mode: wait this long for a fuller batch (0 = never)
   int hang_timeout_ms = 10000;   // process mode: a worker silent this long is killed and replaced
+  std::string allocator = "jemalloc";  // "jemalloc" | "system" (glibc malloc); see supervisor/allocator.h
   // [batch]
   std::string out_dir = "corepool-out";  // where batch writes one .jsonl per input
   bool force = false;                    // redo files whose result is already complete

@@ -1,13 +1,9 @@
-// Throughput: the bare ceilings (N pinned threads / N pinned processes in tight
-// forward() loops on precomputed features of the same audio, no pipeline, no
-// IPC) against thread mode and process mode through the full pipeline. Every
-// point processes the same number of segments with the same workers, pinning
-// and batch size; pipeline points exclude executor start-up, as the ceilings
-// exclude model loading.
+// The sweep: every configuration the options name, each point a fresh child
+// process, interleaved across repeats (and in reverse order every other
+// repeat) so that drift and position hit every configuration alike. Ends with
+// results.csv, results.json, the plots and a verdict (bench_report.h).
 #include "supervisor/bench.h"
 
-#include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,185 +11,103 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
-#include <thread>
 
-#include <nlohmann/json.hpp>
-
-#include "supervisor/batch.h"
-#include "supervisor/process_pool.h"
+#include "supervisor/bench_report.h"
 #include "tools/audio_synth.h"
-#include "worker/audio_stream.h"
 #include "worker/cpus.h"
-#include "worker/engine.h"
-#include "worker/runtime.h"
-#include "worker/segmenter.h"
-#include "worker/shared_weights.h"
-#include "worker/thread_executor.h"
+#include "worker/model.h"
 
 namespace corepool {
+
+const std::vector<std::string> kBenchKinds = {"ceiling-threads", "ceiling-processes", "thread", "process",
+                                              "defaults"};
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-double median(std::vector<double> v) {
+std::vector<int> unique_sorted(std::vector<int> v) {
   std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
 }
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+std::vector<int> default_worker_counts(int usable, bool quick) {
+  if (quick) return unique_sorted({1, usable, 2 * usable});
+  std::vector<int> v;
+  for (int n = 1; n <= 2 * usable; ++n) v.push_back(n);
+  return v;
+}
 
-// The first `count` segments of the file (the ceiling's fixed inputs) and the
-// total number of segments the pipeline will produce from it.
-std::vector<std::vector<float>> read_segments(const std::string& path, const ModelConfig& cfg, size_t count,
-                                              uint64_t* total) {
-  AudioStream stream(path, cfg.sample_rate);
-  Segmenter segmenter(cfg.segment_samples(), cfg.hop_samples());
-  std::vector<std::vector<float>> out;
-  std::vector<float> block;
-  Segment s;
-  while (stream.read(block)) {
-    segmenter.push(block.data(), block.size());
-    block.clear();
-    while (segmenter.next(s)) {
-      if (out.size() < count) out.push_back(std::move(s.samples));
+std::vector<int> default_intra_ops(int usable, bool quick) {
+  return unique_sorted(quick ? std::vector<int>{1, std::max(2, usable)} : std::vector<int>{1, 2, usable});
+}
+
+// The grid. LibTorch's defaults have one intra-op setting (its own). --quick
+// keeps what its plots draw: intra-op settings in one process (thread mode and
+// its ceiling, the field's figure), processes at intra-op 1, and the
+// allocators compared at the point the memory plot shows.
+std::vector<SweepPoint> sweep_grid(const BenchOptions& o, int usable) {
+  const auto kinds = o.modes.empty() ? kBenchKinds : o.modes;
+  const auto counts = o.worker_counts.empty() ? default_worker_counts(usable, o.quick) : o.worker_counts;
+  const auto intras = o.intra_ops.empty() ? default_intra_ops(usable, o.quick) : o.intra_ops;
+  const bool pick_allocators = !o.allocators.empty();
+  const std::vector<std::string> allocators =
+      pick_allocators ? o.allocators : std::vector<std::string>{"jemalloc", "system"};
+  std::vector<SweepPoint> grid;
+  for (const auto& alloc : allocators) {
+    for (const auto& kind : kinds) {
+      for (int n : counts) {
+        for (int intra : kind == "defaults" ? std::vector<int>{0} : intras) {
+          const bool memory_point = (kind == "thread" || kind == "process") && intra == 1 && n == usable;
+          const bool processes = kind == "process" || kind == "ceiling-processes";
+          if (o.quick && o.intra_ops.empty() && processes && intra != 1) continue;
+          if (o.quick && !pick_allocators && alloc != "jemalloc" && !memory_point) continue;
+          grid.push_back({kind, n, intra, alloc});
+        }
+      }
     }
   }
-  while (segmenter.finish(s)) {
-  }
-  *total = segmenter.segments_emitted();
-  return out;
+  return grid;
 }
 
-// One engine's share of the ceiling: features once, then forward() `forwards` times.
-void forward_loop(const std::shared_ptr<const LoadedModel>& model, const std::vector<std::vector<float>>& inputs,
-                  uint64_t forwards) {
-  Engine engine(model);
-  std::vector<const float*> ptrs;
-  for (const auto& v : inputs) ptrs.push_back(v.data());
-  c10::InferenceMode guard;  // as Engine::infer runs: the input is an inference tensor too
-  torch::Tensor features = engine.features(ptrs);
-  for (uint64_t k = 0; k < forwards; ++k) engine.forward(features);
-}
-
-json ceiling_threads(const std::shared_ptr<const LoadedModel>& model, const std::vector<int>& cpus, int n,
-                     const std::vector<std::vector<float>>& inputs, uint64_t segments) {
-  const uint64_t forwards = (segments / n + inputs.size() - 1) / inputs.size();
-  std::vector<std::thread> pool;
-  const auto start = Clock::now();
-  for (int i = 0; i < n; ++i) {
-    pool.emplace_back([&, i] {
-      if (!cpus.empty()) pin_current_thread(cpus[i % cpus.size()]);
-      forward_loop(model, inputs, forwards);
-    });
-  }
-  for (auto& t : pool) t.join();
-  return {{"segments", forwards * inputs.size() * n}, {"seconds", seconds_since(start)}};
-}
-
-// N forked processes over the shared weights. A pipe barrier starts the clock
-// once every child has built its engine, as the pipeline points exclude
-// start-up; each child reports the end of its loop through the same pipe, so
-// process exit and reaping stay out of the measurement too.
-json ceiling_processes(const std::shared_ptr<const LoadedModel>& model, const std::vector<int>& cpus, int n,
-                       const std::vector<std::vector<float>>& inputs, uint64_t segments) {
-  SharedWeights weights = share_weights(*model);
-  const uint64_t forwards = (segments / n + inputs.size() - 1) / inputs.size();
-  int ready[2], go[2];
-  if (::pipe(ready) != 0 || ::pipe(go) != 0) throw std::runtime_error("pipe() failed");
-  std::vector<pid_t> children;
-  for (int i = 0; i < n; ++i) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::madvise(weights.segment.data(), weights.segment.size(), MADV_POPULATE_READ);  // as a worker does
-      configure_runtime_threads({1, 1});
-      if (!cpus.empty()) pin_current_thread(cpus[i % cpus.size()]);
-      forward_loop(model, inputs, 1);  // warm: engine built, first forward done
-      char c = 1;
-      if (::write(ready[1], &c, 1) != 1 || ::read(go[0], &c, 1) != 1) ::_exit(2);
-      forward_loop(model, inputs, forwards);
-      if (::write(ready[1], &c, 1) != 1) ::_exit(2);
-      ::_exit(0);
-    }
-    children.push_back(pid);
-  }
-  char c;
-  for (int i = 0; i < n; ++i) {
-    if (::read(ready[0], &c, 1) != 1) throw std::runtime_error("a ceiling process died while starting");
-  }
-  const auto start = Clock::now();
-  for (int i = 0; i < n; ++i) {
-    if (::write(go[1], &c, 1) != 1) throw std::runtime_error("write() to a ceiling process failed");
-  }
-  for (int i = 0; i < n; ++i) {
-    if (::read(ready[0], &c, 1) != 1) throw std::runtime_error("a ceiling process died while running");
-  }
-  const double secs = seconds_since(start);
-  for (pid_t pid : children) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("a ceiling process failed");
-  }
-  for (int fd : {ready[0], ready[1], go[0], go[1]}) ::close(fd);
-  return {{"segments", forwards * inputs.size() * n}, {"seconds", secs}};
-}
-
-json pipeline(const std::string& kind, const std::shared_ptr<const LoadedModel>& model, const std::vector<int>& cpus,
-              int n, int max_batch, const std::string& audio) {
-  char tmpl[] = "/tmp/corepool-bench-out-XXXXXX";
-  if (!::mkdtemp(tmpl)) throw std::runtime_error("bench: cannot create a temp dir");
-  BatchOptions batch;
-  batch.paths = {audio};
-  batch.out_dir = tmpl;
-  batch.force = true;
-  ExecutorFactory factory;
-  if (kind == "thread") {
-    factory = [&](Executor::Completion done) {
-      return std::make_unique<ThreadExecutor>(model, ThreadExecutorOptions{n, max_batch, 0, cpus}, std::move(done));
-    };
-  } else {
-    ProcessPoolOptions opts;
-    opts.workers = n;
-    opts.max_batch = max_batch;
-    opts.cpus = cpus;
-    opts.log_level = "warn";
-    factory = [&, opts](Executor::Completion done) { return std::make_unique<ProcessPool>(model, opts, std::move(done)); };
-  }
-  BatchStats stats = run_batch(batch, model->config, factory);
-  std::filesystem::remove_all(tmpl);
-  if (stats.files_ok != 1) throw std::runtime_error("bench: the " + kind + " pipeline run failed");
-  return {{"segments", stats.segments}, {"seconds", stats.serving_seconds}};
-}
-
-struct Point {
-  std::string kind;
-  std::vector<double> rates;  // segments per second, one per repeat
-};
-
-void print_throughput(const std::vector<Point>& points, double hop_seconds, int workers) {
-  std::map<std::string, double> med;
-  std::printf("\n%-36s %12s %12s\n", "configuration (median)", "segments/s", "x-real-time");
-  const std::map<std::string, std::string> names = {
-      {"ceiling-threads", "bare ceiling, threads (forward loops)"},
-      {"thread", "thread mode (full pipeline)"},
-      {"ceiling-processes", "bare ceiling, processes"},
-      {"process", "process mode (full pipeline)"}};
-  for (const auto& p : points) {
-    med[p.kind] = median(p.rates);
-    std::printf("%-36s %12.1f %12.1f\n", names.at(p.kind).c_str(), med[p.kind], med[p.kind] * hop_seconds);
-  }
+// The table, the files, the plots and the verdict of a finished sweep.
+void report(const std::string& dir, const json& host, const std::vector<PointSummary>& points) {
+  const int usable = host.at("usable_cpus");
+  print_summary_table(points);
+  const auto lines = verdict(points, usable);
+  write_csv(dir + "/results.csv", points);
+  write_json(dir + "/results.json", host, points, lines);
+  const auto pngs = write_plots(dir, points, host.at("audio_seconds"), usable);
+  std::printf("\nOn this host (%d usable cpus):\n", usable);
+  for (const auto& l : lines) std::printf("  - %s\n", l.c_str());
+  std::printf("\nwrote %s/results.csv, %s/results.json", dir.c_str(), dir.c_str());
+  for (const auto& png : pngs) std::printf(", %s", png.c_str());
   std::printf("\n");
-  if (med.count("thread")) {
-    std::printf("thread mode reaches %.3f of the thread ceiling at %d engine thread(s)\n",
-                med["thread"] / med["ceiling-threads"], workers);
-  }
-  if (med.count("process")) {
-    std::printf("process mode reaches %.3f of the process ceiling at %d worker(s)\n",
-                med["process"] / med["ceiling-processes"], workers);
-  }
+}
+
+int replot(const BenchOptions& o) {
+  json host;
+  const auto points = read_json(o.out_dir + "/results.json", &host);
+  report(o.out_dir, host, points);
+  return 0;
 }
 
 }  // namespace
+
+json run_point_child(const BenchOptions& o, const SweepPoint& p, const std::string& audio) {
+  const std::string out =
+      run_self({"--log-level", "warn", "--allocator", p.allocator, "bench", "--point", p.kind, "--audio", audio,
+                "--model", o.model_dir, "--workers", std::to_string(p.workers), "--intra-op-threads",
+                std::to_string(p.intra_op), "--inter-op-threads", p.kind == "defaults" ? "0" : "1", "--max-batch",
+                std::to_string(p.max_batch > 0 ? p.max_batch : o.max_batch), o.pin ? "--pin" : "--no-pin"});
+  json j = json::parse(out);
+  if (j["allocator"] != p.allocator) {
+    throw std::runtime_error("bench: point " + p.label() + " ran on " + j["allocator"].get<std::string>() +
+                             " (the allocator switch did not take)");
+  }
+  return j;
+}
 
 std::string run_self(const std::vector<std::string>& args) {
   // Resolved here: inside popen's shell, /proc/self/exe would be the shell.
@@ -209,57 +123,44 @@ std::string run_self(const std::vector<std::string>& args) {
   return out;
 }
 
-int run_bench_point(const BenchOptions& o) {
-  if (o.point == "memory") return run_memory_point(o);
-  if (o.point == "respawn") return run_respawn_point(o);
-  auto model = load_model(o.model_dir);
-  const CpuBudget budget = usable_cpus();
-  const int n = o.workers > 0 ? o.workers : budget.usable;
-  const std::vector<int> cpus = o.pin ? budget.allowed : std::vector<int>{};
-  json result;
-  if (o.point == "thread" || o.point == "process") {
-    result = pipeline(o.point, model, cpus, n, o.max_batch, o.audio);
-  } else {
-    uint64_t total = 0;
-    const auto inputs = read_segments(o.audio, model->config, o.max_batch, &total);
-    result = o.point == "ceiling-threads" ? ceiling_threads(model, cpus, n, inputs, total)
-                                          : ceiling_processes(model, cpus, n, inputs, total);
-  }
-  result["kind"] = o.point;
-  std::printf("%s\n", result.dump().c_str());
-  return 0;
-}
-
 int run_bench(const BenchOptions& o) {
   if (o.memory) return run_memory_bench(o);
+  if (o.replot) return replot(o);
+  const auto started = std::chrono::steady_clock::now();
   auto model = load_model(o.model_dir);  // fails early, with the model error, if unusable
-  const int n = o.workers > 0 ? o.workers : usable_cpus().usable;
+  const CpuBudget budget = usable_cpus();
+  std::filesystem::create_directories(o.out_dir);
   char tmpl[] = "/tmp/corepool-bench-XXXXXX";
   if (!::mkdtemp(tmpl)) throw std::runtime_error("bench: cannot create a temp dir");
-  const std::string dir = tmpl;
+  const std::string audio = std::string(tmpl) + "/bench.wav";
   const synth::FileSpec spec = synth::demo_of_seconds(o.audio_seconds, model->config.sample_rate);
-  const std::string audio = dir + "/bench.wav";
   synth::write_audio(audio, spec);
 
-  std::vector<Point> points;
-  for (const auto& mode : o.modes) {
-    points.push_back({mode == "thread" ? "ceiling-threads" : "ceiling-processes", {}});
-    points.push_back({mode, {}});
-  }
-  std::printf("corepool bench: model %s, %d worker(s), max batch %d, %.0f s of audio, %d repeats\n",
-              o.model_dir.c_str(), n, o.max_batch, synth::duration_seconds(spec), o.repeats);
+  const std::vector<SweepPoint> grid = sweep_grid(o, budget.usable);
+  std::printf("corepool bench: model %s, %d usable cpu(s), max batch %d, %.0f s of audio, %zu configurations x %d "
+              "repeat(s)\n", o.model_dir.c_str(), budget.usable, o.max_batch, synth::duration_seconds(spec),
+              grid.size(), o.repeats);
+  std::vector<std::vector<json>> runs(grid.size());
   for (int r = 0; r < o.repeats; ++r) {
-    for (auto& p : points) {
-      const json j = json::parse(run_self({"--log-level", "warn", "bench", "--point", p.kind, "--audio", audio,
-                                           "--model", o.model_dir, "--workers", std::to_string(n),
-                                           "--max-batch", std::to_string(o.max_batch), o.pin ? "--pin" : "--no-pin"}));
-      p.rates.push_back(j["segments"].get<double>() / j["seconds"].get<double>());
-      std::printf("  repeat %d  %-18s %8.1f segments/s\n", r + 1, p.kind.c_str(), p.rates.back());
+    for (size_t k = 0; k < grid.size(); ++k) {
+      const size_t i = r % 2 == 0 ? k : grid.size() - 1 - k;
+      runs[i].push_back(run_point_child(o, grid[i], audio));
+      std::printf("  repeat %d  %-34s %8.2f s %8.1f segments/s\n", r + 1, grid[i].label().c_str(),
+                  runs[i].back()["seconds"].get<double>(),
+                  runs[i].back()["segments"].get<double>() / runs[i].back()["seconds"].get<double>());
       std::fflush(stdout);
     }
   }
-  print_throughput(points, model->config.hop_seconds, n);
-  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(tmpl);
+
+  std::vector<PointSummary> points;
+  for (size_t i = 0; i < grid.size(); ++i) points.push_back(summarize(grid[i], runs[i], model->config.hop_seconds));
+  const json host = {{"usable_cpus", budget.usable}, {"model", o.model_dir}, {"max_batch", o.max_batch},
+                     {"audio_seconds", synth::duration_seconds(spec)}, {"repeats", o.repeats},
+                     {"latency", "pipeline kinds: one segment, submit to result, 2 x workers x max_batch in flight; "
+                                 "ceilings: forward() of one batch"}};
+  report(o.out_dir, host, points);
+  std::printf("bench took %.0f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   return 0;
 }
 

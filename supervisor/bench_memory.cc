@@ -111,7 +111,8 @@ int run_memory_bench(const BenchOptions& o) {
               "shared: added/worker");
   double weights_mb = 0, prev_shared = 0;
   int prev_n = 0;
-  for (int n : o.worker_counts) {
+  const std::vector<int> counts = o.worker_counts.empty() ? std::vector<int>{1, 2, 4, 8} : o.worker_counts;
+  for (int n : counts) {
     double mb[2] = {0, 0};
     for (int naive = 0; naive < 2; ++naive) {
       const json j = json::parse(run_self({"--log-level", "warn", "bench", "--point", "memory", "--model",

@@ -15,7 +15,11 @@ int effective_workers(const Config& config) {
 ExecutorFactory make_executor_factory(const Config& cfg, std::shared_ptr<const LoadedModel> model) {
   const CpuBudget budget = usable_cpus();
   const int workers = effective_workers(cfg);
-  const std::vector<int> cpus = cfg.pin_threads ? budget.allowed : std::vector<int>{};
+  // A thread pinned to one cpu hands that mask to the intra-op threads it
+  // starts: with more than one, they would all share its cpu.
+  const bool pin = cfg.pin_threads && cfg.intra_op_threads == 1;
+  if (cfg.pin_threads && !pin) spdlog::info("engines not pinned: intra-op threads {} (pinning needs 1)", cfg.intra_op_threads);
+  const std::vector<int> cpus = pin ? budget.allowed : std::vector<int>{};
   spdlog::info("model {} ({} labels, {:.1f} MB of weights), {} mode, {} {}", cfg.model_dir,
                model->config.labels.size(), model->weight_bytes / 1e6, cfg.mode, workers,
                cfg.mode == "thread" ? "engine thread(s)" : "worker process(es)");
@@ -24,6 +28,7 @@ ExecutorFactory make_executor_factory(const Config& cfg, std::shared_ptr<const L
     opts.workers = workers;
     opts.max_batch = cfg.max_batch;
     opts.max_batch_delay_us = cfg.max_batch_delay_us;
+    opts.intra_op_threads = cfg.intra_op_threads;
     opts.queue_depth = cfg.queue_depth;
     opts.cpus = cpus;
     opts.hang_timeout_ms = cfg.hang_timeout_ms;

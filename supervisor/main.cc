@@ -2,7 +2,8 @@
 // script: parse flags, load config, set up logging, fix LibTorch's thread counts
 // before the first op, log the host facts, run the command.
 // Exit codes (a contract, see README): 0 ok, 1 some inputs failed, 2 usage or
-// config error, 3 model error, 4 internal error.
+// config error, 3 model error, 4 internal error; `doctor`: 0/1/2 = the worst
+// line is OK/WARN/FAIL; `tune`: 1 = no configuration met --p99-ms.
 #include <unistd.h>
 
 #include <cstdio>
@@ -15,12 +16,15 @@
 #include <torch/version.h>
 
 #include "config/config.h"
+#include "supervisor/allocator.h"
 #include "supervisor/batch.h"
 #include "supervisor/bench.h"
+#include "supervisor/doctor.h"
 #include "supervisor/executor_factory.h"
 #include "supervisor/process_pool.h"
 #include "supervisor/serve.h"
 #include "supervisor/startup_report.h"
+#include "supervisor/tune.h"
 #include "worker/cpus.h"
 #include "worker/model.h"
 #include "worker/runtime.h"
@@ -35,9 +39,11 @@ struct Cli {
   std::string log_level;
   std::string model_dir;
   std::string mode;
+  std::string allocator;
   int workers = -1;
   int max_batch = 0;
-  int intra = 0;
+  int intra = -1;
+  int inter = -1;
   std::string out_dir;
   bool force = false;
   bool no_progress = false;
@@ -47,7 +53,14 @@ struct Cli {
   std::string unix_socket;
   bool listen_set = false;
   corepool::BenchOptions bench;
+  corepool::TuneOptions tune;
 };
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : ", ") + i;
+  return out;
+}
 
 void setup_logging(const std::string& level) {
   auto logger = spdlog::stderr_color_mt("corepool");
@@ -67,9 +80,11 @@ corepool::Config effective_config(const Cli& cli) {
   if (!cli.log_level.empty()) cfg.log_level = cli.log_level;
   if (!cli.model_dir.empty()) cfg.model_dir = cli.model_dir;
   if (!cli.mode.empty()) cfg.mode = cli.mode;
+  if (!cli.allocator.empty()) cfg.allocator = cli.allocator;
   if (cli.workers >= 0) cfg.workers = cli.workers;
   if (cli.max_batch > 0) cfg.max_batch = cli.max_batch;
-  if (cli.intra > 0) cfg.intra_op_threads = cli.intra;
+  if (cli.intra >= 0) cfg.intra_op_threads = cli.intra;
+  if (cli.inter >= 0) cfg.inter_op_threads = cli.inter;
   if (!cli.out_dir.empty()) cfg.out_dir = cli.out_dir;
   if (cli.force) cfg.force = true;
   if (cli.listen_set) {
@@ -112,8 +127,10 @@ void add_engine_flags(CLI::App* cmd, Cli& cli) {
   cmd->add_option("--workers", cli.workers, "engine threads / workers; 0 = usable cpus")
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--max-batch", cli.max_batch, "segments per forward()")->check(CLI::Range(1, 1024));
-  cmd->add_option("--intra-op-threads", cli.intra, "LibTorch intra-op threads (1 = pool off)")
-      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--intra-op-threads", cli.intra, "LibTorch intra-op threads (1 = pool off, 0 = LibTorch default)")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("--inter-op-threads", cli.inter, "LibTorch inter-op threads (0 = LibTorch default)")
+      ->check(CLI::Range(0, 1024));
 }
 
 }  // namespace
@@ -125,6 +142,8 @@ int main(int argc, char** argv) {
   app.add_option("--config", cli.config_path, "TOML config file (see config/corepool.toml)");
   app.add_option("--log-level", cli.log_level, "trace|debug|info|warn|error|off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  app.add_option("--allocator", cli.allocator, "jemalloc | system (glibc); default engine.allocator")
+      ->check(CLI::IsMember({"jemalloc", "system"}));
 
   auto* batch = app.add_subcommand("batch", "tag audio files: one JSON Lines result per input");
   add_engine_flags(batch, cli);
@@ -143,20 +162,52 @@ int main(int argc, char** argv) {
 
   auto* bench = app.add_subcommand("bench", "measure thread and process mode against the bare forward() ceiling");
   add_engine_flags(bench, cli);
-  bench->add_option("--audio-seconds", cli.bench.audio_seconds, "length of the generated input")
+  bench->add_flag("--quick", cli.bench.quick, "small sweep (about 1.5 minutes on 2 cpus): 2 repeats, 30 s of audio")
+      ->each([&cli](const std::string&) {
+        cli.bench.repeats = 2;
+        cli.bench.audio_seconds = 30;
+      });
+  bench->add_option("--audio-seconds", cli.bench.audio_seconds, "length of the generated input (default 60)")
       ->check(CLI::Range(5.0, 36000.0));
-  bench->add_option("--repeats", cli.bench.repeats, "interleaved repetitions")->check(CLI::Range(1, 100));
-  bench->add_option("--modes", cli.bench.modes, "modes to measure (thread, process)")
-      ->delimiter(',')->check(CLI::IsMember({"thread", "process"}));
+  bench->add_option("--repeats", cli.bench.repeats, "interleaved repetitions (default 3)")->check(CLI::Range(1, 100));
+  bench->add_option("--modes", cli.bench.modes, "kinds of point (default all): " + join(corepool::kBenchKinds))
+      ->delimiter(',')->check(CLI::IsMember(corepool::kBenchKinds));
+  bench->add_option("--worker-counts", cli.bench.worker_counts,
+                    "engine threads / workers to sweep (default 1..2 x usable cpus; --memory: 1,2,4,8)")
+      ->delimiter(',')->check(CLI::Range(1, 1024));
+  bench->add_option("--intra-ops", cli.bench.intra_ops, "intra-op thread settings to sweep (default 1,2,cpus)")
+      ->delimiter(',')->check(CLI::Range(1, 1024));
+  bench->add_option("--allocators", cli.bench.allocators, "allocators to sweep (default jemalloc,system)")
+      ->delimiter(',')->check(CLI::IsMember({"jemalloc", "system"}));
+  bench->add_option("--out", cli.bench.out_dir, "where results.csv, results.json and the plots go");
+  bench->add_flag("--replot", cli.bench.replot, "redraw the plots and the verdict from --out's results.json");
   bench->add_flag("--memory", cli.bench.memory, "PSS of shared vs naive weights for --worker-counts");
-  bench->add_option("--worker-counts", cli.bench.worker_counts, "worker counts of --memory")->delimiter(',');
   bench->add_flag("--respawn", cli.bench.respawn, "with --memory: also SIGKILL-to-answer respawn latency");
   bench->add_flag("--pin,!--no-pin", cli.pin, "pin workers to cpus");
   bench->add_option("--point", cli.bench.point, "internal: run one measurement point")->group("");
   bench->add_option("--audio", cli.bench.audio, "internal: input of a throughput point")->group("");
   bench->add_flag("--naive", cli.bench.naive, "internal: memory point with private weight copies")->group("");
 
-  app.add_subcommand("doctor", "print what limits inference speed on this host");
+  auto* tune = app.add_subcommand("tune", "search workers x intra-op x max batch; print the best [engine] settings");
+  add_engine_flags(tune, cli);
+  tune->add_option("--mode", cli.mode, "thread | process (default engine.mode)")
+      ->check(CLI::IsMember({"thread", "process"}));
+  tune->add_option("--p99-ms", cli.tune.p99_ms, "best throughput whose p99 segment latency stays under this")
+      ->check(CLI::PositiveNumber);
+  tune->add_option("--worker-counts", cli.tune.worker_counts, "workers to try (default 1..2 x usable cpus)")
+      ->delimiter(',')->check(CLI::Range(1, 1024));
+  tune->add_option("--intra-ops", cli.tune.intra_ops, "intra-op threads to try (default 1,2,cpus)")
+      ->delimiter(',')->check(CLI::Range(1, 1024));
+  tune->add_option("--max-batches", cli.tune.max_batches, "max batch sizes to try (default 1,2,4,8,16)")
+      ->delimiter(',')->check(CLI::Range(1, 1024));
+  tune->add_option("--audio-seconds", cli.tune.audio_seconds, "audio per measurement (default 30)")
+      ->check(CLI::Range(5.0, 36000.0));
+  tune->add_option("--repeats", cli.tune.repeats, "measurements per configuration (default 1)")
+      ->check(CLI::Range(1, 100));
+
+  auto* doctor = app.add_subcommand("doctor", "the performance checklist: OK/WARN/FAIL per check, exit 0/1/2");
+  add_engine_flags(doctor, cli);
+  doctor->add_option("--mode", cli.mode, "thread | process")->check(CLI::IsMember({"thread", "process"}));
   app.add_subcommand("version", "print versions");
   CLI11_PARSE(app, argc, argv);
 
@@ -171,9 +222,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "corepool: config error: %s\n", e.what());
     return kUsage;
   }
+  // May re-execute this binary (same pid, same argv) with jemalloc preloaded.
+  const std::string allocator_problem = corepool::ensure_allocator(cfg.allocator, argv);
   setup_logging(cfg.log_level);
+  if (!allocator_problem.empty()) spdlog::warn("allocator: {}", allocator_problem);
   corepool::configure_runtime_threads({cfg.intra_op_threads, cfg.inter_op_threads});
-  if (app.got_subcommand("doctor")) return corepool::print_doctor_report() > 0 ? kInputsFailed : kOk;
+  if (app.got_subcommand("doctor")) return corepool::print_doctor_report(cfg);  // 0 OK, 1 WARN, 2 FAIL
   corepool::log_host_facts();
   try {
     if (app.got_subcommand("batch")) return run_batch_command(cfg, cli);
@@ -182,7 +236,15 @@ int main(int argc, char** argv) {
     cli.bench.workers = cfg.workers;
     cli.bench.max_batch = cfg.max_batch;
     cli.bench.pin = cfg.pin_threads && cli.pin;
-    return cli.bench.point.empty() ? corepool::run_bench(cli.bench) : corepool::run_bench_point(cli.bench);
+    if (app.got_subcommand("tune")) {
+      cli.tune.model_dir = cfg.model_dir;
+      cli.tune.mode = cfg.mode;
+      cli.tune.allocator = cfg.allocator;
+      cli.tune.pin = cfg.pin_threads;
+      return corepool::run_tune(cli.tune);
+    }
+    if (!cli.bench.point.empty()) return corepool::run_bench_point(cli.bench, cfg);
+    return corepool::run_bench(cli.bench);
   } catch (const corepool::ModelError& e) {
     spdlog::error("model error: {}", e.what());
     return kModelError;

@@ -269,6 +269,7 @@ void ProcessPool::Impl::spawn(Worker& w) {
   setup.slot = w.index;
   setup.cpu = options_.cpus.empty() ? -1 : options_.cpus[w.index % options_.cpus.size()];
   setup.max_batch = options_.max_batch;
+  setup.intra_op_threads = options_.intra_op_threads;
   setup.max_batch_delay_us = options_.max_batch_delay_us;
   setup.parent_pid = self_pid_;
   setup.completion_eventfd = w.eventfd;

@@ -29,6 +29,7 @@ struct ProcessPoolOptions {
   int poison_kills = 2;           // a request that killed this many workers fails
   std::string log_level = "info";
   bool naive_weights = false;     // each worker loads its own copy (memory benchmark only)
+  int intra_op_threads = 1;       // each worker's own intra-op pool (0 = LibTorch's default)
 };
 
 struct PoolCounters {

@@ -36,8 +36,11 @@ bool configure_runtime_threads(const RuntimeThreads& threads) {
   // that matters here (steady-state time measured unchanged) but it makes a
   // freshly forked worker's first answer 30-40 ms slower.
   torch::jit::setGraphExecutorOptimize(false);
-  at::set_num_threads(threads.intra_op);  // also omp_set_num_threads under OpenMP
-  set_openblas_threads(threads.intra_op);
+  if (threads.intra_op > 0) {
+    at::set_num_threads(threads.intra_op);  // also omp_set_num_threads under OpenMP
+    set_openblas_threads(threads.intra_op);
+  }
+  if (threads.inter_op == 0) return ok;  // LibTorch's default, as an unconfigured engine runs
   // Reading the inter-op count creates the pool, after which it can no longer
   // be set: so set it first and only once per process.
   if (applied_inter_op == 0) {

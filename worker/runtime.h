@@ -8,8 +8,8 @@
 namespace corepool {
 
 struct RuntimeThreads {
-  int intra_op = 1;  // at::set_num_threads; also OpenMP and OpenBLAS
-  int inter_op = 1;  // at::set_num_interop_threads
+  int intra_op = 1;  // at::set_num_threads; also OpenMP and OpenBLAS. 0 = leave LibTorch's default
+  int inter_op = 1;  // at::set_num_interop_threads. 0 = leave LibTorch's default
 };
 
 // Applies the settings. Safe to call more than once; the inter-op count can only

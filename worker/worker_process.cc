@@ -241,7 +241,7 @@ std::shared_ptr<spdlog::logger> make_worker_logger(const WorkerSetup& setup) {
   const int64_t started = monotonic_ns();
   int64_t checked = started;
   try {
-    configure_runtime_threads({1, 1});
+    configure_runtime_threads({setup.intra_op_threads, 1});
     if (setup.cpu >= 0) pin_current_thread(setup.cpu);
     prefault(setup.weights, setup.weights_bytes);
     if (!setup.naive_model_dir.empty()) model = load_model(setup.naive_model_dir);

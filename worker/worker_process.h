@@ -20,6 +20,7 @@ struct WorkerSetup {
   int slot = 0;                 // the worker's index in the pool
   int cpu = -1;                 // pin to this cpu; -1 = no pinning
   int max_batch = 4;
+  int intra_op_threads = 1;     // this worker's own intra-op pool (0 = LibTorch's default)
   int max_batch_delay_us = 0;   // wait this long for a fuller batch when the ring runs dry
   int parent_pid = 0;           // exit when this is no longer our parent
   int completion_eventfd = -1;  // signalled after pushing completions

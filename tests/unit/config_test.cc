@@ -90,7 +90,7 @@ TEST_F(ConfigTest, ShippedDefaultsFileSetsEveryKeyItDocuments) {
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   for (const char* key : {"dir =", "mode =", "workers =", "intra_op_threads =",
                           "inter_op_threads =", "max_batch =", "queue_depth =", "pin_threads =",
-                          "max_batch_delay_us =", "hang_timeout_ms =", "out_dir =", "force =", "level =",
+                          "max_batch_delay_us =", "hang_timeout_ms =", "allocator =", "out_dir =", "force =", "level =",
                           "listen =", "unix_socket =", "max_body_mb =", "max_connections =",
                           "idle_timeout_s =", "header_timeout_s =", "body_timeout_s =",
                           "drain_timeout_s =", "max_audio_requests =", "audio_threads =",
@@ -194,10 +194,10 @@ TEST_F(ConfigTest, OutOfRangeValueNamesFileLineKeyRangeAndValue) {
 }
 
 TEST_F(ConfigTest, EachIntegerKeyHasItsOwnRange) {
-  EXPECT_EQ(error_for("[engine]\nintra_op_threads = 0\n"),
-            path() + ":2: engine.intra_op_threads: must be between 1 and 1024, got 0");
+  EXPECT_EQ(error_for("[engine]\nintra_op_threads = -1\n"),
+            path() + ":2: engine.intra_op_threads: must be between 0 and 1024, got -1");
   EXPECT_EQ(error_for("[engine]\ninter_op_threads = 1025\n"),
-            path() + ":2: engine.inter_op_threads: must be between 1 and 1024, got 1025");
+            path() + ":2: engine.inter_op_threads: must be between 0 and 1024, got 1025");
   EXPECT_EQ(error_for("[engine]\nmax_batch = 0\n"),
             path() + ":2: engine.max_batch: must be between 1 and 1024, got 0");
   EXPECT_EQ(error_for("[engine]\nqueue_depth = 1000001\n"),
@@ -213,6 +213,13 @@ TEST_F(ConfigTest, RangeEndsAreAccepted) {
   const Config config = load_config(write("[engine]\nworkers = 1024\nqueue_depth = 0\n"));
   EXPECT_EQ(config.workers, 1024);
   EXPECT_EQ(config.queue_depth, 0);
+}
+
+TEST_F(ConfigTest, AllocatorIsJemallocOrSystem) {
+  EXPECT_EQ(load_config(write("[engine]\nallocator = \"system\"\n")).allocator, "system");
+  EXPECT_EQ(Config{}.allocator, "jemalloc");
+  EXPECT_EQ(error_for("[engine]\nallocator = \"tcmalloc\"\n"),
+            path() + ":2: engine.allocator: must be one of \"jemalloc\", \"system\"; got \"tcmalloc\"");
 }
 
 TEST_F(ConfigTest, ModeOutsideItsChoicesIsRejected) {

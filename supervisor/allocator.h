@@ -1,0 +1,28 @@
+// Which malloc the service and its workers run on. corepool is not linked
+// against jemalloc: it re-executes itself once at startup with jemalloc in
+// LD_PRELOAD (or without it), so that one binary can run either allocator and
+// `corepool bench` can compare them point by point. Workers are forked, not
+// executed, so they inherit the supervisor's allocator.
+#pragma once
+
+#include <string>
+
+namespace corepool {
+
+// The MALLOC_CONF corepool sets when the environment has none (measured in
+// bench/RESULTS.md, "Soak"; documented in README, "Memory allocator").
+extern const char* const kDefaultMallocConf;
+
+// "jemalloc" when jemalloc's mallctl is resolvable in this process, else "system".
+std::string allocator_in_use();
+
+// If this process does not run on `wanted` ("jemalloc" | "system"), execv()s
+// /proc/self/exe with the same argv and LD_PRELOAD adjusted; does not return
+// then. Returns when nothing needs doing, or when a re-exec already happened
+// and could not help (jemalloc not installed, or linked in by someone else):
+// the reason is in the returned text, "" when the wanted allocator runs.
+// After a re-exec, LD_PRELOAD is put back as the user had it, so that programs
+// we start (gnuplot, sh) do not inherit our choice.
+std::string ensure_allocator(const std::string& wanted, char** argv);
+
+}  // namespace corepool

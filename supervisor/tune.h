@@ -1,0 +1,30 @@
+// `corepool tune`: measures the configured mode over workers x intra-op
+// threads x max batch on this host and prints the [engine] snippet of the best
+// throughput, or of the best throughput whose p99 segment latency stays under
+// a bound. Uses the benchmark's points (bench.h), one child process each.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace corepool {
+
+struct TuneOptions {
+  std::string model_dir;
+  std::string mode = "process";
+  std::string allocator = "jemalloc";
+  std::vector<int> worker_counts;  // empty: 1 .. 2 x usable cpus
+  std::vector<int> intra_ops;      // empty: 1, 2, usable cpus
+  std::vector<int> max_batches;    // empty: 1, 2, 4, 8, 16 (within the model's limit)
+  double p99_ms = 0;               // 0: no latency bound
+  double audio_seconds = 30;
+  int repeats = 1;
+  bool pin = true;
+};
+
+// Prints the table and the snippet; returns 0, or 1 when no configuration meets --p99-ms.
+int run_tune(const TuneOptions& options);
+
+}  // namespace corepool

@@ -1,0 +1,129 @@
+// corepool bench's arithmetic and outputs on hand-made points: medians and
+// spread over repeats, nearest-rank percentiles, the verdict's ratios, the
+// CSV, and the PNGs gnuplot draws from them.
+#include "supervisor/bench_report.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "scratch_dir_test_base.h"
+#include "supervisor/bench_stats.h"
+
+namespace corepool {
+namespace {
+
+using nlohmann::json;
+
+json run(double seconds, double segments = 120, double p99 = 40, double pss_kb = 200 * 1024) {
+  return {{"seconds", seconds}, {"segments", segments}, {"latency_ms", {10.0, 30.0, p99}},
+          {"cpu_util", 0.9}, {"voluntary_switches", 100}, {"involuntary_switches", 10},
+          {"rss_peak_kb", pss_kb * 2}, {"rss_avg_kb", pss_kb * 1.5}, {"pss_peak_kb", pss_kb},
+          {"pss_avg_kb", pss_kb * 0.8}, {"memory", {{0.0, 1000, 900}, {seconds, 2000, pss_kb}}}};
+}
+
+PointSummary point(const std::string& kind, int workers, int intra, double seconds,
+                   const std::string& alloc = "jemalloc", double pss_kb = 200 * 1024) {
+  return summarize({kind, workers, intra, alloc}, {run(seconds, 120, 40, pss_kb)}, 0.5);
+}
+
+bool has_line(const std::vector<std::string>& lines, const std::string& text) {
+  for (const auto& l : lines) {
+    if (l.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST(BenchStatsTest, PercentilesAreNearestRankOfMeasuredValues) {
+  std::vector<double> v;
+  for (int i = 100; i >= 1; --i) v.push_back(i);
+  EXPECT_EQ(percentile(v, 0.50), 50);
+  EXPECT_EQ(percentile(v, 0.95), 95);
+  EXPECT_EQ(percentile(v, 0.99), 99);
+  EXPECT_EQ(percentile(v, 1.0), 100);
+  EXPECT_EQ(percentile({7.5}, 0.99), 7.5);
+  EXPECT_EQ(percentile({}, 0.5), 0);
+  EXPECT_DOUBLE_EQ(spread({2, 3, 4}), 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(median({4, 2, 3}), 3);
+  EXPECT_DOUBLE_EQ(median({5, 1}), 3);  // two repeats: their mean
+}
+
+TEST(BenchReportTest, TwoRepeatsGiveTheMeanTimeAndAMatchingRate) {
+  const PointSummary s = summarize({"thread", 2, 1, "jemalloc"}, {run(2), run(4)}, 0.5);
+  EXPECT_DOUBLE_EQ(s.seconds, 3);
+  EXPECT_DOUBLE_EQ(s.rate, 40);  // 120 segments / 3 s
+  EXPECT_DOUBLE_EQ(s.spread, 2.0 / 3.0);
+  ASSERT_EQ(s.memory.size(), 2u);
+}
+
+TEST(BenchReportTest, SummaryTakesMediansAndKeepsTheMedianRunsMemorySeries) {
+  const PointSummary s = summarize({"thread", 2, 1, "jemalloc"}, {run(4), run(2), run(3)}, 0.5);
+  EXPECT_EQ(s.runs, 3);
+  EXPECT_DOUBLE_EQ(s.seconds, 3);
+  EXPECT_DOUBLE_EQ(s.seconds_min, 2);
+  EXPECT_DOUBLE_EQ(s.seconds_max, 4);
+  EXPECT_DOUBLE_EQ(s.rate, 40);          // 120 segments / 3 s
+  EXPECT_DOUBLE_EQ(s.x_real_time, 20);   // 40 segments/s x 0.5 s hop
+  EXPECT_DOUBLE_EQ(s.p99_ms, 40);
+  EXPECT_DOUBLE_EQ(s.pss_peak_mb, 200);
+  ASSERT_EQ(s.memory.size(), 2u);
+  EXPECT_DOUBLE_EQ(s.memory[1][0].get<double>(), 3);
+}
+
+TEST(BenchReportTest, VerdictNamesEachRatioAndItsReference) {
+  const std::vector<PointSummary> points = {
+      point("ceiling-threads", 2, 1, 2.0), point("thread", 2, 1, 2.1), point("ceiling-processes", 2, 1, 2.0),
+      point("process", 2, 1, 2.05), point("thread", 1, 1, 3.0), point("thread", 4, 1, 2.1),
+      point("defaults", 1, 0, 2.5), point("defaults", 4, 0, 8.4),
+      point("thread", 2, 1, 2.2, "system", 300 * 1024)};
+  const auto lines = verdict(points, 2);
+  EXPECT_TRUE(has_line(lines, "thread mode reaches 0.95 of the bare thread ceiling at 2 engine thread(s)"));
+  EXPECT_TRUE(has_line(lines, "process mode reaches 0.98 of the bare process ceiling at 2 worker(s)"));
+  EXPECT_TRUE(has_line(lines, "LibTorch defaults are 4.00x slower than thread mode with intra-op 1 at 4 engine"));
+  EXPECT_TRUE(has_line(lines, "thread mode, intra-op 1: processing time 3.00 s at 1 engine thread, 2.10 s at 4"));
+  EXPECT_TRUE(has_line(lines, "LibTorch defaults: processing time 2.50 s at 1 engine thread, 8.40 s at 4"));
+  EXPECT_TRUE(has_line(lines, "thread mode, 2 worker(s): jemalloc peak memory (PSS) is 0.67x glibc's"));
+  EXPECT_TRUE(has_line(lines, "best pipeline configuration: process w2 intra 1 jemalloc"));
+}
+
+class BenchOutputTest : public testing::ScratchDirTest {};
+
+TEST_F(BenchOutputTest, CsvHasAHeaderAndOneRowPerConfiguration) {
+  write_csv(path("results.csv"), {point("thread", 1, 1, 3.0), point("defaults", 4, 0, 8.0)});
+  std::ifstream in(path("results.csv"));
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(in, line);) rows.push_back(line);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].rfind("kind,workers,intra_op,allocator,runs,segments,seconds,", 0), 0u);
+  EXPECT_EQ(rows[2].rfind("defaults,4,0,jemalloc,1,120,8.0000,", 0), 0u);
+  EXPECT_NE(rows[2].find("one segment, submit to result"), std::string::npos);
+}
+
+TEST_F(BenchOutputTest, GnuplotDrawsEveryPlotThePointsAllow) {
+  std::vector<PointSummary> points;
+  for (int w = 1; w <= 4; ++w) {
+    points.push_back(point("thread", w, 1, 3.0 - 0.2 * w));
+    points.push_back(point("thread", w, 2, 2.0 + w));
+    points.push_back(point("defaults", w, 0, 2.0 + 1.5 * w));
+    points.push_back(point("process", w, 1, 2.9 - 0.2 * w));
+    points.push_back(point("ceiling-threads", w, 1, 2.8 - 0.2 * w));
+  }
+  points.push_back(point("thread", 2, 1, 2.7, "system", 300 * 1024));
+  const auto pngs = write_plots(dir_, points, 30, 2);
+  ASSERT_EQ(pngs.size(), 4u);
+  for (const auto& png : pngs) {
+    std::ifstream in(png, std::ios::binary);
+    char magic[8] = {};
+    in.read(magic, 8);
+    EXPECT_EQ(std::string(magic + 1, 3), "PNG") << png;
+  }
+  std::ifstream gp(path("processing-time.gp"));
+  std::stringstream text;
+  text << gp.rdbuf();
+  EXPECT_NE(text.str().find("title \"LibTorch defaults (global pools)\""), std::string::npos);
+  EXPECT_NE(text.str().find("set ylabel \"processing time (s)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace corepool
