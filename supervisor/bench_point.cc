@@ -239,6 +239,8 @@ json point_json(const BenchOptions& o, const Config& engine, const Measured& m, 
                 int usable) {
   const ProbeWindow w = probe.window();
   json memory = json::array();
+  json allocator = json::object();
+  for (const auto& [name, bytes] : w.allocator) allocator[name] = bytes;
   for (const auto& s : probe.samples()) memory.push_back({s.seconds, s.rss_kb, s.pss_kb});
   return {{"kind", o.point},
           {"workers", engine.workers},
@@ -256,6 +258,7 @@ json point_json(const BenchOptions& o, const Config& engine, const Measured& m, 
           {"rss_avg_kb", w.rss_avg_kb},
           {"pss_peak_kb", w.pss_peak_kb},
           {"pss_avg_kb", w.pss_avg_kb},
+          {"jemalloc_bytes", allocator},
           {"memory", memory}};
 }
 

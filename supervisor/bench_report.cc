@@ -209,6 +209,7 @@ PointSummary summarize(const SweepPoint& point, const std::vector<json>& runs, d
     if (nearest < 0 || d < nearest) {
       nearest = d;
       s.memory = r["memory"];
+      s.jemalloc = r.value("jemalloc_bytes", json::object());
     }
   }
   return s;
@@ -252,6 +253,7 @@ std::vector<PointSummary> read_json(const std::string& path, json* host) {
       s.pss_peak_mb = p.at("pss_mb").at("peak");
       s.pss_avg_mb = p.at("pss_mb").at("avg");
       s.memory = p.at("memory_over_time").at("samples");
+      s.jemalloc = p.value("jemalloc_bytes", json::object());
       out.push_back(s);
     }
   } catch (const json::exception& e) {
@@ -264,7 +266,8 @@ void write_csv(const std::string& path, const std::vector<PointSummary>& points)
   std::ofstream out(path);
   out << "kind,workers,intra_op,allocator,runs,segments,seconds,seconds_min,seconds_max,spread,segments_per_s,"
          "x_real_time,latency_p50_ms,latency_p95_ms,latency_p99_ms,latency_of,cpu_util,voluntary_switches,"
-         "involuntary_switches,rss_peak_mb,rss_avg_mb,pss_peak_mb,pss_avg_mb\n";
+         "involuntary_switches,rss_peak_mb,rss_avg_mb,pss_peak_mb,pss_avg_mb,jemalloc_allocated_mb,jemalloc_active_mb,"
+         "jemalloc_resident_mb,jemalloc_mapped_mb\n";
   for (const auto& p : points) {
     char buf[1024];
     std::snprintf(buf, sizeof buf,
@@ -274,7 +277,12 @@ void write_csv(const std::string& path, const std::vector<PointSummary>& points)
                   p.segments, p.seconds, p.seconds_min, p.seconds_max, p.spread, p.rate, p.x_real_time, p.p50_ms,
                   p.p95_ms, p.p99_ms, latency_meaning(p.point.kind).c_str(), p.cpu_util, p.voluntary,
                   p.involuntary, p.rss_peak_mb, p.rss_avg_mb, p.pss_peak_mb, p.pss_avg_mb);
-    out << buf;
+    std::string line = buf;
+    line.pop_back();  // the newline: the allocator columns follow
+    for (const char* stat : {"allocated", "active", "resident", "mapped"}) {
+      line += p.jemalloc.contains(stat) ? format(",%.1f", p.jemalloc[stat].get<double>() / (1 << 20)) : ",";
+    }
+    out << line << "\n";
   }
   if (!out) throw std::runtime_error("bench: cannot write " + path);
 }
@@ -293,6 +301,7 @@ void write_json(const std::string& path, const json& host, const std::vector<Poi
                     {"involuntary_switches", p.involuntary},
                     {"rss_mb", {{"peak", p.rss_peak_mb}, {"avg", p.rss_avg_mb}}},
                     {"pss_mb", {{"peak", p.pss_peak_mb}, {"avg", p.pss_avg_mb}}},
+                    {"jemalloc_bytes", p.jemalloc},
                     {"memory_over_time", {{"columns", {"seconds", "rss_kb", "pss_kb"}}, {"samples", p.memory}}}});
   }
   std::ofstream out(path);

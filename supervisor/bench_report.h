@@ -25,6 +25,7 @@ struct PointSummary {
   double voluntary = 0, involuntary = 0;  // context switches per run
   double rss_peak_mb = 0, rss_avg_mb = 0, pss_peak_mb = 0, pss_avg_mb = 0;
   nlohmann::json memory;   // [[seconds, rss_kb, pss_kb], ...] of the median run
+  nlohmann::json jemalloc; // {"allocated": bytes, ...} of the point's own process, median run; {} on glibc
 };
 
 // Medians over `runs` (each a point's JSON); `hop_seconds` turns segments into audio.

@@ -145,7 +145,9 @@ void ResourceProbe::mark_start() {
 void ResourceProbe::mark_end() {
   const CpuCounters c = read_cpu_counters();
   const double t = sample();
+  auto allocator = allocator_stats();
   std::lock_guard<std::mutex> lock(mu_);
+  end_allocator_ = std::move(allocator);
   end_counters_ = c;
   end_ = t;
 }
@@ -155,6 +157,7 @@ ProbeWindow ResourceProbe::window() const {
   ProbeWindow w;
   if (start_ < 0 || end_ < start_) return w;
   w.seconds = end_ - start_;
+  w.allocator = end_allocator_;
   w.used.cpu_seconds = end_counters_.cpu_seconds - start_counters_.cpu_seconds;
   // Switch counts of children that appeared late could make a difference negative; clamp.
   auto diff = [](uint64_t a, uint64_t b) { return a > b ? a - b : 0; };

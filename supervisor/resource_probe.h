@@ -9,7 +9,9 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace corepool {
@@ -30,6 +32,8 @@ struct ProbeWindow {
   double seconds = 0;
   CpuCounters used;             // end - start
   long rss_peak_kb = 0, rss_avg_kb = 0, pss_peak_kb = 0, pss_avg_kb = 0;  // samples inside the window
+  // jemalloc's stats of this process at the end of the window (empty on glibc).
+  std::vector<std::pair<std::string, uint64_t>> allocator;
 };
 
 // This process and its live children (found by parent pid in /proc).
@@ -60,6 +64,7 @@ class ResourceProbe {
   mutable std::mutex mu_;
   std::vector<MemorySample> samples_;
   CpuCounters start_counters_, end_counters_;
+  std::vector<std::pair<std::string, uint64_t>> end_allocator_;
   double start_ = -1, end_ = -1;
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;

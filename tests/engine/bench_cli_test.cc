@@ -44,6 +44,8 @@ TEST(BenchCliTest, ASmallSweepWritesCsvJsonPlotsAndAVerdict) {
     EXPECT_GT(p["cpu_util"].get<double>(), 0);
     EXPECT_GT(p["pss_mb"]["peak"].get<double>(), 10);
     EXPECT_FALSE(p["memory_over_time"]["samples"].empty());
+    // jemalloc's own counters where it runs, none on glibc.
+    EXPECT_EQ(p["jemalloc_bytes"].contains("resident"), p["allocator"] == "jemalloc") << p.dump();
   }
   EXPECT_FALSE(results["verdict"].empty());
   for (const char* png : {"processing-time.png", "cpu-utilization.png", "throughput.png", "memory-over-time.png"}) {

@@ -20,7 +20,9 @@ json run(double seconds, double segments = 120, double p99 = 40, double pss_kb =
   return {{"seconds", seconds}, {"segments", segments}, {"latency_ms", {10.0, 30.0, p99}},
           {"cpu_util", 0.9}, {"voluntary_switches", 100}, {"involuntary_switches", 10},
           {"rss_peak_kb", pss_kb * 2}, {"rss_avg_kb", pss_kb * 1.5}, {"pss_peak_kb", pss_kb},
-          {"pss_avg_kb", pss_kb * 0.8}, {"memory", {{0.0, 1000, 900}, {seconds, 2000, pss_kb}}}};
+          {"pss_avg_kb", pss_kb * 0.8}, {"memory", {{0.0, 1000, 900}, {seconds, 2000, pss_kb}}},
+          {"jemalloc_bytes", {{"allocated", 3 << 20}, {"active", 4 << 20}, {"resident", 5 << 20},
+                              {"mapped", 6 << 20}}}};
 }
 
 PointSummary point(const std::string& kind, int workers, int intra, double seconds,
@@ -98,6 +100,9 @@ TEST_F(BenchOutputTest, CsvHasAHeaderAndOneRowPerConfiguration) {
   EXPECT_EQ(rows[0].rfind("kind,workers,intra_op,allocator,runs,segments,seconds,", 0), 0u);
   EXPECT_EQ(rows[2].rfind("defaults,4,0,jemalloc,1,120,8.0000,", 0), 0u);
   EXPECT_NE(rows[2].find("one segment, submit to result"), std::string::npos);
+  EXPECT_NE(rows[0].find(",jemalloc_allocated_mb,jemalloc_active_mb,jemalloc_resident_mb,jemalloc_mapped_mb"),
+            std::string::npos);
+  EXPECT_EQ(rows[2].substr(rows[2].size() - 16), ",3.0,4.0,5.0,6.0");
 }
 
 TEST_F(BenchOutputTest, GnuplotDrawsEveryPlotThePointsAllow) {
