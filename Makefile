@@ -9,7 +9,7 @@ CTEST_ARGS ?=
 
 CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=$(TYPE) -DCMAKE_INSTALL_PREFIX=$(PREFIX)
 
-.PHONY: all deps configure build run test install clean model bench bench-memory bench-ring bench-serve
+.PHONY: all deps configure build run test install clean model bench bench-quick bench-memory bench-ring bench-serve bench-soak
 
 all: build
 
@@ -33,8 +33,13 @@ test: deps build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) $(CTEST_ARGS)
 
 # Benchmarks print figures (see bench/RESULTS.md); none of them passes or fails on timing.
+# The full sweep (modes x workers x intra-op x allocator; ~20 min on 2 cpus),
+# and the quick one (< 3 min): results.csv, results.json and PNG plots.
 bench: deps build
-	$(BUILD)/supervisor/corepool --log-level warn bench
+	$(BUILD)/supervisor/corepool --log-level warn bench --out $(BUILD)/bench-results
+
+bench-quick: deps build
+	$(BUILD)/supervisor/corepool --log-level warn bench --quick --out $(BUILD)/bench-quick
 
 # Shared vs naive weights and respawn latency with a ~330 MB generated model.
 bench-memory: deps build
@@ -49,6 +54,12 @@ bench-serve: deps build
 	$(BUILD)/models/corepool-gen-model --out $(BUILD)/tiny-model --width 4
 	$(BUILD)/bench/corepool-serve-bench --corepool $(BUILD)/supervisor/corepool --model models/default \
 	  --latency-model $(BUILD)/tiny-model
+
+# RSS/PSS over two hours of audio through POST /v1/audio:tag, jemalloc vs glibc,
+# both modes (~15 min here): tables on stdout, CSVs and soak-memory.png in $(BUILD)/soak.
+bench-soak: deps build
+	$(BUILD)/bench/corepool-soak-bench --corepool $(BUILD)/supervisor/corepool --model models/default \
+	  --out $(BUILD)/soak
 
 # Regenerate models/default/model.pt from its generator.
 model: configure
