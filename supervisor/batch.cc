@@ -18,6 +18,7 @@
 #include "supervisor/inputs.h"
 #include "supervisor/progress.h"
 #include "supervisor/result_file.h"
+#include "supervisor/timeline.h"
 #include "worker/audio_stream.h"
 #include "worker/events.h"
 #include "worker/segmenter.h"
@@ -73,6 +74,8 @@ void BatchRun::write(FileJob& job, json line) {
   line["file"] = job.input.relative;
   if (job.out) {
     job.out->write_line(line);
+  } else if (options_.timeline) {
+    std::printf("%s\n", timeline_line(line).c_str());
   } else {
     std::printf("%s\n", line.dump().c_str());
   }

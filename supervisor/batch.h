@@ -19,6 +19,7 @@ struct BatchOptions {
   std::string out_dir = "corepool-out";  // "-" writes every line to stdout
   bool force = false;              // redo inputs whose result is complete
   bool progress = false;           // draw the progress bar on stderr
+  bool timeline = false;           // with out_dir "-": human-readable lines (timeline.h), not JSON
 };
 
 struct BatchStats {

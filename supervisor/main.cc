@@ -47,6 +47,7 @@ struct Cli {
   std::string out_dir;
   bool force = false;
   bool no_progress = false;
+  std::string format = "jsonl";
   bool pin = true;
   std::vector<std::string> paths;
   std::string listen;
@@ -104,6 +105,11 @@ int run_batch_command(const corepool::Config& cfg, const Cli& cli) {
   batch.out_dir = cfg.out_dir;
   batch.force = cfg.force;
   batch.progress = !cli.no_progress && ::isatty(STDERR_FILENO);
+  batch.timeline = cli.format == "timeline";
+  if (batch.timeline && batch.out_dir != "-") {
+    spdlog::error("--format timeline prints to a terminal: it needs --out - (result files are always JSON Lines)");
+    return kUsage;
+  }
   const corepool::BatchStats stats = corepool::run_batch(batch, model->config, factory);
   if (stats.files_skipped > 0) {
     spdlog::info("skipped {} file(s) whose result is already complete (--force redoes them)",
@@ -151,6 +157,8 @@ int main(int argc, char** argv) {
   batch->add_option("--mode", cli.mode, "thread | process")->check(CLI::IsMember({"thread", "process"}));
   batch->add_flag("--force", cli.force, "redo inputs whose result is already complete");
   batch->add_flag("--no-progress", cli.no_progress, "never draw the progress bar");
+  batch->add_option("--format", cli.format, "with --out -: jsonl (default) or timeline (one readable line per event)")
+      ->check(CLI::IsMember({"jsonl", "timeline"}));
   batch->add_option("paths", cli.paths, "files, directories or glob patterns")->required();
 
   auto* serve = app.add_subcommand("serve", "HTTP service: KServe v2 infer, /v1/audio:tag, health, /metrics");

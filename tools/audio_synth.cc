@@ -312,6 +312,21 @@ void write_audio(const std::string& path, const FileSpec& spec) {
   }
 }
 
+void write_samples(const std::string& path, const std::vector<float>& mono, int sample_rate) {
+  FileSpec spec;
+  spec.sample_rate = sample_rate;
+  check_spec(path, spec);
+  SndFilePtr file = open_for_write(path, spec);
+  try {
+    write_frames(path, file.get(), mono.data(), mono.size());
+    if (sf_close(file.release()) != 0) throw std::runtime_error(path + ": close failed");
+  } catch (...) {
+    file.reset();
+    std::remove(path.c_str());
+    throw;
+  }
+}
+
 double duration_seconds(const FileSpec& spec) {
   int64_t frames = 0;
   for (const Section& s : spec.sections) frames += section_frames(s, spec.sample_rate);

@@ -31,6 +31,9 @@ struct FileSpec {
 // Writes the file; throws std::runtime_error("<path>: <reason>") on failure.
 void write_audio(const std::string& path, const FileSpec& spec);
 
+// Writes mono float samples as a 16-bit WAV; throws like write_audio.
+void write_samples(const std::string& path, const std::vector<float>& mono, int sample_rate);
+
 // Total length of the file `spec` describes, in seconds.
 double duration_seconds(const FileSpec& spec);
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tools/audio_synth.h"
+#include "tools/sound_classes.h"
 
 namespace {
 
@@ -34,7 +35,8 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--seed", o.spec.seed, "Noise seed")->capture_default_str();
   auto* sections = app.add_option("--sections", o.sections,
                                   "Timeline, e.g. tone:2,noise:1.5,silence:1,chord:3@220");
-  auto* demo = app.add_flag("--demo", o.demo, "The ~30 s demo timeline (the default)");
+  auto* demo = app.add_flag("--demo", o.demo,
+                            "The 28 s tagger demo: speech, music, noise, silence (16 kHz WAV; needs espeak-ng)");
   app.add_option("--repeat", o.spec.repeat, "Play the timeline N times")
       ->check(CLI::PositiveNumber)->capture_default_str();
   auto* damaged = app.add_option("--damaged", o.damaged_dir,
@@ -63,6 +65,19 @@ int write_damaged(const std::string& dir) {
   return 0;
 }
 
+// The `make run` demo, from the tagger's held-out generators; prints the truth.
+int write_demo(const Options& o) {
+  constexpr int kRate = 16000;
+  corepool::synth::write_samples(o.out, corepool::synth::demo_samples(kRate), kRate);
+  std::printf("wrote %s:", o.out.c_str());
+  for (const auto& p : corepool::synth::demo_parts()) {
+    std::printf(" %s %.0f-%.0f s", corepool::synth::label_name(p.label), p.start, p.end);
+  }
+  std::printf("\n");
+  return 0;
+}
+
+// The section timeline given by --sections, else the test timeline (demo_spec).
 int write_file(Options& o) {
   o.spec.sections = o.sections.empty() ? corepool::synth::demo_spec().sections
                                        : corepool::synth::parse_sections(o.sections);
@@ -92,7 +107,8 @@ int main(int argc, char** argv) {
   }
 
   try {
-    return o.damaged_dir.empty() ? write_file(o) : write_damaged(o.damaged_dir);
+    if (!o.damaged_dir.empty()) return write_damaged(o.damaged_dir);
+    return o.demo ? write_demo(o) : write_file(o);
   } catch (const std::invalid_argument& e) {  // parse_sections
     return bad_arguments(e.what());
   } catch (const std::exception& e) {

@@ -1,0 +1,117 @@
+// corepool-train-tagger: trains the default model (speech / music / noise /
+// silence) from audio it synthesizes (tools/sound_classes.h) and saves it as
+// TorchScript next to the model.toml contract it reads from the same directory.
+// Deterministic: fixed seeds, one thread. `make model` runs it; the result is
+// committed, so an ordinary build never trains. Exit: 0 saved, 1 failed, 2 usage.
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "config/model_config.h"
+#include "models/train/tagger_data.h"
+#include "models/train/tagger_net.h"
+
+namespace {
+
+using corepool::train::Dataset;
+
+struct Options {
+  std::string out = "models/default";
+  uint64_t seed = 1;
+  int per_class = 800;
+  int held_out_per_class = 100;
+  int epochs = 10;
+  int batch = 64;
+  double lr = 3e-3;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void set_lr(torch::optim::Adam& opt, double lr) {
+  for (auto& group : opt.param_groups()) static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
+}
+
+// One pass over the training set in a seeded random order, with a cosine learning rate.
+double train_epoch(torch::jit::Module& net, torch::optim::Adam& opt, const Dataset& data, const Options& o,
+                   int64_t& step, int64_t total_steps) {
+  torch::jit::Method logits = net.get_method("logits");
+  const torch::Tensor order = torch::randperm(data.x.size(0), torch::kLong);
+  double loss_sum = 0;
+  int64_t batches = 0;
+  for (int64_t at = 0; at < order.size(0); at += o.batch, ++step, ++batches) {
+    set_lr(opt, o.lr * 0.5 * (1 + std::cos(M_PI * double(step) / double(total_steps))));
+    const torch::Tensor idx = order.slice(0, at, std::min(at + o.batch, order.size(0)));
+    const torch::Tensor out = logits({data.x.index_select(0, idx)}).toTensor();
+    torch::Tensor loss = torch::nn::functional::cross_entropy(out, data.y.index_select(0, idx));
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    loss_sum += loss.item<double>();
+  }
+  return loss_sum / double(std::max<int64_t>(batches, 1));
+}
+
+int run(const Options& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  at::set_num_threads(1);  // deterministic, and the contract says "under 3 minutes on 2 cores" of wall time
+  torch::manual_seed(o.seed);
+  const corepool::ModelConfig cfg = corepool::train::tagger_contract(o.out + "/model.toml");
+
+  const Dataset train = corepool::train::make_dataset(cfg, corepool::synth::Split::kTrain, o.seed, o.per_class);
+  const Dataset held = corepool::train::make_dataset(cfg, corepool::synth::Split::kHeldOut, o.seed + 1000,
+                                                     o.held_out_per_class);
+  std::printf("data: %lld train and %lld held-out segments in %.1f s\n", (long long)train.x.size(0),
+              (long long)held.x.size(0), seconds_since(t0));
+
+  const double mean = train.x.mean().item<double>(), std = train.x.std().item<double>();
+  torch::jit::Module net = corepool::train::make_tagger({cfg.n_mels, int64_t(cfg.labels.size())}, mean, std);
+  std::vector<torch::Tensor> params = corepool::train::trainable(net);
+  for (torch::Tensor& p : params) p.set_requires_grad(true);
+  torch::optim::Adam opt(params, torch::optim::AdamOptions(o.lr));
+  int64_t step = 0;
+  const int64_t total = o.epochs * ((train.x.size(0) + o.batch - 1) / o.batch);
+  for (int e = 1; e <= o.epochs; ++e) {
+    net.train();
+    const double loss = train_epoch(net, opt, train, o, step, total);
+    net.eval();
+    std::printf("epoch %2d: loss %.4f, held-out accuracy %.3f, %.1f s\n", e, loss,
+                corepool::train::accuracy(net, held, cfg), seconds_since(t0));
+    std::fflush(stdout);
+  }
+  for (torch::Tensor& p : params) p.set_requires_grad(false);
+  net.eval();
+  corepool::train::print_confusion(net, held, cfg);
+  net.save(o.out + "/model.pt");
+  std::printf("wrote %s/model.pt in %.1f s\n", o.out.c_str(), seconds_since(t0));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"corepool-train-tagger: train the default speech/music/noise/silence tagger"};
+  Options o;
+  app.add_option("--out", o.out, "model directory holding model.toml; model.pt is written there")->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of the audio and the weights")->capture_default_str();
+  app.add_option("--per-class", o.per_class, "training segments per label")->check(CLI::Range(10, 100000))->capture_default_str();
+  app.add_option("--held-out-per-class", o.held_out_per_class, "held-out segments per label")
+      ->check(CLI::Range(1, 100000))->capture_default_str();
+  app.add_option("--epochs", o.epochs, "passes over the training set")->check(CLI::Range(1, 1000))->capture_default_str();
+  app.add_option("--batch", o.batch, "segments per step")->check(CLI::Range(1, 4096))->capture_default_str();
+  app.add_option("--lr", o.lr, "peak learning rate (Adam, cosine decay)")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return run(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "corepool-train-tagger: %s\n", e.what());
+    return 1;
+  }
+}
