@@ -149,7 +149,7 @@ make_audio() {
     "$GEN_AUDIO" --out "$WORK/data/$f" --format "$fmt" --seed "$i" --rate $((i % 2 ? 16000 : 22050)) \
       --sections "tone:$((i % 3 + 1)),noise:1.5,silence:1,chord:$((i % 4 + 1))@220,clicks:1" >/dev/null
   done
-  (cd "$WORK/data" && find . -type f | sort | sed 's|^\./||') > "$WORK/files.txt"
+  find "$WORK/data" -type f | sort > "$WORK/files.txt"
 }
 
 # Each result without its timing (wall_seconds, x_realtime differ run to run).
@@ -169,12 +169,18 @@ compare_results() {
   [[ -z "$leftovers" ]] || fail "temp files left: $leftovers"
 }
 
+# Every task ran as its own shard on the whole node, and the shards did each
+# file once between them (an unsharded task would do all 7 itself).
 check_tasks() {
+  local done_total=0 report
   for i in $(seq 0 $((SHARDS - 1))); do
-    [[ -f "$WORK/shared/.corepool-shards/$i-of-$SHARDS.json" ]] || fail "no report of shard $i/$SHARDS"
+    report="$WORK/shared/.corepool-shards/$i-of-$SHARDS.json"
+    [[ -f "$report" ]] || fail "no report of shard $i/$SHARDS"
+    done_total=$((done_total + $(sed -E 's/.*"done":([0-9]+).*/\1/' "$report")))
     grep -q "task $i of $SHARDS on .*, $(nproc) cpus" "$WORK"/joblogs/*_"$i".log \
       || fail "task $i's log does not show shard $i of $SHARDS on $(nproc) cpus"
   done
+  [[ "$done_total" -eq 7 ]] || fail "the shards tagged $done_total files between them, not 7 once each"
 }
 
 step "starting munged, slurmctld, slurmd in $WORK"
