@@ -49,8 +49,13 @@ ShardSpec from_scheduler(const EnvLookup& env, const std::string& index_var, con
     throw ShardError(index_var + " is set (" + index_text + ") but COREPOOL_SHARD_COUNT is not: set it to the " +
                      "number of shards (an Indexed Job's completions), or pass --shard I/N");
   }
-  return checked(number_from(index_var, index_text), number_from(count_var, *count_text), index_var, count_var,
-                 index_var);
+  try {
+    return checked(number_from(index_var, index_text), number_from(count_var, *count_text), index_var, count_var,
+                   index_var);
+  } catch (const ShardError& e) {
+    if (index_var != "SLURM_ARRAY_TASK_ID") throw;
+    throw ShardError(std::string(e.what()) + "; submit the array as --array=0-<N-1>");
+  }
 }
 
 }  // namespace

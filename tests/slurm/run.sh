@@ -19,7 +19,10 @@ SHARDS=3
 fail() { echo "test-slurm: FAIL: $*" >&2; exit 1; }
 step() { echo "test-slurm: $*" >&2; }
 
-[[ "$(id -u)" -eq 0 ]] || fail "must run as root (slurmd launches jobs as their user; SlurmdUser=root)"
+if [[ "$(id -u)" -ne 0 ]] && command -v sudo >/dev/null; then
+  exec sudo -n --preserve-env=KEEP_SLURM_TEST bash "$0" "$@"
+fi
+[[ "$(id -u)" -eq 0 ]] || fail "must run as root or with sudo (the test starts slurmd, SlurmdUser=root)"
 for tool in munged munge slurmctld slurmd sbatch sinfo scontrol scancel; do
   command -v "$tool" >/dev/null || fail "$tool not found: install slurmctld slurmd slurm-client munge (make deps)"
 done
