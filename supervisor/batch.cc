@@ -13,8 +13,8 @@
 #include <filesystem>
 #include <functional>
 #include <map>
-#include <string_view>
 #include <mutex>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
