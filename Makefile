@@ -34,7 +34,8 @@ test: deps build
 
 # The Slurm recipe for real: munged, slurmctld and slurmd on localhost, a job
 # array of deploy/slurm/corepool-array.sbatch, its results against one
-# unsharded run (as root; ~1 min). Fails, naming the reason, if Slurm cannot start.
+# unsharded run (as root or via sudo; ~2 min here). Fails, naming the reason,
+# if Slurm cannot start.
 test-slurm: deps build
 	bash tests/slurm/run.sh $(BUILD)
 
