@@ -9,7 +9,7 @@ CTEST_ARGS ?=
 
 CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=$(TYPE) -DCMAKE_INSTALL_PREFIX=$(PREFIX)
 
-.PHONY: all deps configure build run test install clean model bench bench-quick bench-memory bench-ring bench-serve bench-soak
+.PHONY: all deps configure build run test install clean model bench bench-quick bench-memory bench-ring bench-serve bench-soak test-slurm
 
 all: build
 
@@ -32,6 +32,13 @@ run: deps build
 
 test: deps build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) $(CTEST_ARGS)
+
+# The Slurm recipe for real: munged, slurmctld and slurmd on localhost, a job
+# array of deploy/slurm/corepool-array.sbatch, its results against one
+# unsharded run (as root or via sudo; ~2 min here). Fails, naming the reason,
+# if Slurm cannot start.
+test-slurm: deps build
+	bash tests/slurm/run.sh $(BUILD)
 
 # Benchmarks print figures (see bench/RESULTS.md); none of them passes or fails on timing.
 # The full sweep (modes x workers x intra-op x allocator; ~20 min on 2 cpus),

@@ -14,6 +14,7 @@ PACKAGES=(
   gnuplot-nox procps
   curl wrk systemd
   espeak-ng alsa-utils
+  slurmctld slurmd slurm-client munge python3-yaml
 )
 
 missing=()

@@ -3,21 +3,27 @@
 // results come back on engine threads through on_complete(), which folds them
 // into the file's EventBuilder under one mutex and finishes the file when its
 // last segment is in. Files overlap, so no core idles at a file boundary.
+// A sharded run takes its 1/N of the inputs first (shard.h) and leaves a
+// shard report for `corepool merge` (shard_report.h).
 #include "supervisor/batch.h"
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "supervisor/event_json.h"
 #include "supervisor/inputs.h"
+#include "supervisor/manifest.h"
 #include "supervisor/progress.h"
 #include "supervisor/result_file.h"
+#include "supervisor/shard_report.h"
 #include "supervisor/timeline.h"
 #include "worker/audio_stream.h"
 #include "worker/events.h"
@@ -50,7 +56,7 @@ class BatchRun {
 
   void process(const BatchInput& input, Executor& executor);
   void on_complete(SegmentResult&& r);
-  void fail_input(const std::string& message);
+  void fail_input(const std::string& key, const std::string& message);
   BatchStats& stats() { return stats_; }
 
  private:
@@ -128,7 +134,7 @@ void BatchRun::process(const BatchInput& input, Executor& executor) {
     end_reading(id, segmenter.segments_emitted(),
                 static_cast<double>(segmenter.samples_pushed()) / model_.sample_rate, error);
   } catch (const std::exception& e) {  // validation or result-file creation failed
-    fail_input(e.what());
+    fail_input(input.relative, e.what());
   }
 }
 
@@ -179,6 +185,7 @@ void BatchRun::maybe_finish(uint64_t id) {
     if (job.out) job.out->abandon();
     progress_.print_line("error: " + job.error);
     ++stats_.files_failed;
+    stats_.failures.push_back({job.input.relative, job.error});
   }
   progress_.file_done();
   jobs_.erase(id);
@@ -199,10 +206,11 @@ void BatchRun::finish_ok(FileJob& job) {
   stats_.audio_seconds += job.duration;
 }
 
-void BatchRun::fail_input(const std::string& message) {
+void BatchRun::fail_input(const std::string& key, const std::string& message) {
   std::lock_guard<std::mutex> lock(mu_);
   progress_.print_line("error: " + message);
   ++stats_.files_failed;
+  stats_.failures.push_back({key, message});
   progress_.file_done();
 }
 
@@ -218,13 +226,60 @@ double total_audio_seconds(const std::vector<BatchInput>& inputs) {
   return total;
 }
 
+// This run's inputs: arguments and manifest, cut to the shard. Errors of one
+// input go with its shard; errors of a whole argument stay in every shard.
+InputList shard_inputs(const BatchOptions& options) {
+  InputList listed = options.manifest.empty() ? InputList{} : read_manifest(options.manifest, options.root);
+  InputList all = expand_inputs(options.paths, std::move(listed));
+  InputList mine;
+  for (auto& in : all.inputs) {
+    if (options.shard.owns(in.relative)) mine.inputs.push_back(std::move(in));
+  }
+  for (auto& e : all.errors) {
+    if (e.key.empty() || options.shard.owns(e.key)) mine.errors.push_back(std::move(e));
+  }
+  check_listed_files(mine);
+  return mine;
+}
+
+// Temp files of results (and the report) of this shard; other shards may be
+// writing theirs into the same directory from other hosts right now.
+std::function<bool(const std::string&)> owned_temp_files(const ShardSpec& shard) {
+  if (!shard.sharded()) return {};
+  const std::string report = std::string(kShardReportDir) + "/" + std::to_string(shard.index) + "-of-" +
+                             std::to_string(shard.count) + ".json";
+  return [shard, report](const std::string& relative) {
+    constexpr std::string_view kSuffix = ".jsonl";
+    if (relative == report) return true;
+    if (relative.size() <= kSuffix.size() || relative.compare(relative.size() - kSuffix.size(), kSuffix.size(),
+                                                              kSuffix) != 0) {
+      return false;
+    }
+    return shard.owns(std::string_view(relative).substr(0, relative.size() - kSuffix.size()));
+  };
+}
+
+void report_shard(const BatchOptions& options, const BatchStats& stats) {
+  if (!options.shard.sharded() || options.out_dir == "-") return;
+  ShardReport report;
+  report.index = options.shard.index;
+  report.count = options.shard.count;
+  report.inputs = stats.shard_inputs;
+  report.done = stats.files_ok;
+  report.skipped = stats.files_skipped;
+  report.audio_seconds = stats.audio_seconds;
+  report.wall_seconds = stats.wall_seconds;
+  report.failures = stats.failures;
+  write_shard_report(options.out_dir, report);
+}
+
 }  // namespace
 
 BatchStats run_batch(const BatchOptions& options, const ModelConfig& model,
                      const ExecutorFactory& make_executor) {
   const auto start = Clock::now();
-  InputList list = expand_inputs(options.paths);
-  if (options.out_dir != "-") sweep_stale_temp_files(options.out_dir);
+  InputList list = shard_inputs(options);
+  if (options.out_dir != "-") sweep_stale_temp_files(options.out_dir, owned_temp_files(options.shard));
   std::vector<BatchInput> todo;
   size_t skipped = 0;
   for (const auto& in : list.inputs) {
@@ -238,7 +293,7 @@ BatchStats run_batch(const BatchOptions& options, const ModelConfig& model,
   Progress progress(options.progress, todo.size(),
                     options.progress ? total_audio_seconds(todo) : 0.0);
   BatchRun run(options, model, progress);
-  for (const auto& e : list.errors) run.fail_input(e);
+  for (const auto& e : list.errors) run.fail_input(e.key, e.message);
   Clock::time_point ready, drained;
   {
     std::unique_ptr<Executor> executor =
@@ -250,9 +305,11 @@ BatchStats run_batch(const BatchOptions& options, const ModelConfig& model,
   }
   BatchStats stats = run.stats();
   stats.files_skipped = skipped;
+  stats.shard_inputs = list.inputs.size() + list.errors.size();
   const auto end = Clock::now();
   stats.wall_seconds = std::chrono::duration<double>(end - start).count();
   stats.serving_seconds = std::chrono::duration<double>(drained - ready).count();
+  report_shard(options, stats);
   return stats;
 }
 

@@ -10,12 +10,17 @@
 #include <vector>
 
 #include "config/model_config.h"
+#include "supervisor/inputs.h"
+#include "supervisor/shard.h"
 #include "worker/executor.h"
 
 namespace corepool {
 
 struct BatchOptions {
   std::vector<std::string> paths;  // files, directories, glob patterns
+  std::string manifest;            // a file listing inputs, one per line (see manifest.h)
+  std::string root;                // the manifest's result root; empty: its common directory
+  ShardSpec shard;                 // this run's 1/N of the inputs (sharded: writes a shard report)
   std::string out_dir = "corepool-out";  // "-" writes every line to stdout
   bool force = false;              // redo inputs whose result is complete
   bool progress = false;           // draw the progress bar on stderr
@@ -26,6 +31,8 @@ struct BatchStats {
   size_t files_ok = 0;
   size_t files_failed = 0;   // including arguments that named no file
   size_t files_skipped = 0;  // result already complete
+  size_t shard_inputs = 0;   // inputs of this shard (all inputs when not sharded)
+  std::vector<InputError> failures;  // one per failed file or argument
   uint64_t segments = 0;
   double audio_seconds = 0;
   double wall_seconds = 0;
@@ -36,6 +43,7 @@ struct BatchStats {
 using ExecutorFactory = std::function<std::unique_ptr<Executor>(Executor::Completion)>;
 
 // Errors (one line each, naming the file) go to stderr; the run goes on.
+// Throws ManifestError if the manifest cannot be used.
 BatchStats run_batch(const BatchOptions& options, const ModelConfig& model,
                      const ExecutorFactory& make_executor);
 

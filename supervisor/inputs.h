@@ -11,11 +11,17 @@ namespace corepool {
 struct BatchInput {
   std::string path;      // as opened
   std::string relative;  // output key: path under the directory argument, or the file name
+  std::string origin;    // "<manifest>:<line>" for a manifest line, else empty
+};
+
+struct InputError {
+  std::string key;      // the result key it concerns; empty: a whole argument (every shard reports it)
+  std::string message;  // one line: "<arg>: no such file or directory", ...
 };
 
 struct InputList {
   std::vector<BatchInput> inputs;
-  std::vector<std::string> errors;  // one line each: "<arg>: no such file or directory", ...
+  std::vector<InputError> errors;
 };
 
 // Audio extensions picked up when walking a directory (case-insensitive).
@@ -23,7 +29,8 @@ bool has_audio_extension(const std::string& path);
 
 // Directories are walked in sorted order; files named directly are taken
 // whatever their extension (validation decides). Two inputs that would write
-// the same output get an error for the second one.
-InputList expand_inputs(const std::vector<std::string>& args);
+// the same output get an error for the second one. `listed` (a manifest's
+// inputs and errors) comes first and takes part in that check.
+InputList expand_inputs(const std::vector<std::string>& args, InputList listed = {});
 
 }  // namespace corepool

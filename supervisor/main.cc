@@ -3,7 +3,8 @@
 // before the first op, log the host facts, run the command.
 // Exit codes (a contract, see README): 0 ok, 1 some inputs failed, 2 usage or
 // config error, 3 model error, 4 internal error; `doctor`: 0/1/2 = the worst
-// line is OK/WARN/FAIL; `tune`: 1 = no configuration met --p99-ms.
+// line is OK/WARN/FAIL; `tune`: 1 = no configuration met --p99-ms; `merge`:
+// 1 = some input has no complete result.
 #include <unistd.h>
 
 #include <cstdio>
@@ -21,6 +22,8 @@
 #include "supervisor/bench.h"
 #include "supervisor/doctor.h"
 #include "supervisor/executor_factory.h"
+#include "supervisor/manifest.h"
+#include "supervisor/merge.h"
 #include "supervisor/process_pool.h"
 #include "supervisor/serve.h"
 #include "supervisor/startup_report.h"
@@ -50,6 +53,9 @@ struct Cli {
   std::string format = "jsonl";
   bool pin = true;
   std::vector<std::string> paths;
+  std::string shard;
+  std::string manifest;
+  std::string root;
   std::string listen;
   std::string unix_socket;
   bool listen_set = false;
@@ -97,11 +103,27 @@ corepool::Config effective_config(const Cli& cli) {
   return cfg;
 }
 
+bool has_inputs(const Cli& cli, const char* command) {
+  if (!cli.paths.empty() || !cli.manifest.empty()) return true;
+  std::fprintf(stderr, "corepool %s: give input paths or --manifest FILE\n", command);
+  return false;
+}
+
 int run_batch_command(const corepool::Config& cfg, const Cli& cli) {
+  if (!has_inputs(cli, "batch")) return kUsage;
+  corepool::BatchOptions batch;
+  try {
+    batch.shard = corepool::resolve_shard(cli.shard, corepool::process_environment());
+  } catch (const corepool::ShardError& e) {
+    spdlog::error("{}", e.what());
+    return kUsage;
+  }
+  if (batch.shard.sharded()) spdlog::info("shard {} (from {})", batch.shard.name(), batch.shard.source);
   auto model = corepool::load_model(cfg.model_dir);
   const corepool::ExecutorFactory factory = corepool::make_executor_factory(cfg, model);
-  corepool::BatchOptions batch;
   batch.paths = cli.paths;
+  batch.manifest = cli.manifest;
+  batch.root = cli.root;
   batch.out_dir = cfg.out_dir;
   batch.force = cfg.force;
   batch.progress = !cli.no_progress && ::isatty(STDERR_FILENO);
@@ -121,6 +143,22 @@ int run_batch_command(const corepool::Config& cfg, const Cli& cli) {
   return stats.exit_code() == 0 ? kOk : kInputsFailed;
 }
 
+// Reads only: runs before the allocator re-exec and never loads the model.
+int run_merge_command(const corepool::Config& cfg, const Cli& cli) {
+  if (!has_inputs(cli, "merge")) return kUsage;
+  corepool::MergeOptions merge;
+  merge.out_dir = cfg.out_dir;
+  merge.paths = cli.paths;
+  merge.manifest = cli.manifest;
+  merge.root = cli.root;
+  try {
+    return corepool::print_merge(corepool::merge_results(merge), merge.out_dir, stdout, stderr);
+  } catch (const corepool::ManifestError& e) {
+    std::fprintf(stderr, "corepool: %s\n", e.what());
+    return kUsage;
+  }
+}
+
 int run_serve_command(const corepool::Config& cfg, const Cli& cli) {
   corepool::ServeOptions options;
   options.config = cfg;
@@ -138,6 +176,15 @@ void add_engine_flags(CLI::App* cmd, Cli& cli) {
   cmd->add_option("--inter-op-threads", cli.inter, "LibTorch inter-op threads (0 = LibTorch default)")
       ->check(CLI::Range(0, 1024));
 }
+
+// The inputs of batch and merge: paths and/or a manifest; at least one.
+void add_input_flags(CLI::App* cmd, Cli& cli) {
+  auto* manifest = cmd->add_option("--manifest", cli.manifest, "file listing the inputs, one path per line");
+  cmd->add_option("--root", cli.root, "with --manifest: results are named relative to this directory")
+      ->needs(manifest);
+  cmd->add_option("paths", cli.paths, "files, directories or glob patterns");
+}
+
 
 }  // namespace
 
@@ -159,7 +206,13 @@ int main(int argc, char** argv) {
   batch->add_flag("--no-progress", cli.no_progress, "never draw the progress bar");
   batch->add_option("--format", cli.format, "with --out -: jsonl (default) or timeline (one readable line per event)")
       ->check(CLI::IsMember({"jsonl", "timeline"}));
-  batch->add_option("paths", cli.paths, "files, directories or glob patterns")->required();
+  batch->add_option("--shard", cli.shard,
+                    "I/N: process shard I (0..N-1) of N; default from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX");
+  add_input_flags(batch, cli);
+
+  auto* merge = app.add_subcommand("merge", "one summary over a sharded batch's results; names missing inputs");
+  merge->add_option("--out", cli.out_dir, "the shards' output directory");
+  add_input_flags(merge, cli);
 
   auto* serve = app.add_subcommand("serve", "HTTP service: KServe v2 infer, /v1/audio:tag, health, /metrics");
   add_engine_flags(serve, cli);
@@ -230,6 +283,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "corepool: config error: %s\n", e.what());
     return kUsage;
   }
+  if (app.got_subcommand("merge")) return run_merge_command(cfg, cli);
   // May re-execute this binary (same pid, same argv) with jemalloc preloaded.
   const std::string allocator_problem = corepool::ensure_allocator(cfg.allocator, argv);
   setup_logging(cfg.log_level);
@@ -253,6 +307,9 @@ int main(int argc, char** argv) {
     }
     if (!cli.bench.point.empty()) return corepool::run_bench_point(cli.bench, cfg);
     return corepool::run_bench(cli.bench);
+  } catch (const corepool::ManifestError& e) {
+    spdlog::error("{}", e.what());
+    return kUsage;
   } catch (const corepool::ModelError& e) {
     spdlog::error("model error: {}", e.what());
     return kModelError;

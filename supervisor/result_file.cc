@@ -169,15 +169,18 @@ bool read_last_line(int fd, off_t file_size, std::string& line) {
 
 }  // namespace
 
-bool result_is_complete(const std::string& path) {
+std::optional<nlohmann::json> result_summary(const std::string& path) {
   FdGuard file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   struct stat st;
-  if (file.fd < 0 || ::fstat(file.fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  if (file.fd < 0 || ::fstat(file.fd, &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
   std::string line;
-  if (!read_last_line(file.fd, st.st_size, line)) return false;
-  const auto json = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  return json.is_object() && json.contains("summary");
+  if (!read_last_line(file.fd, st.st_size, line)) return std::nullopt;
+  auto json = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object() || !json.contains("summary")) return std::nullopt;
+  return std::move(json["summary"]);
 }
+
+bool result_is_complete(const std::string& path) { return result_summary(path).has_value(); }
 
 namespace {
 
@@ -201,17 +204,25 @@ bool owner_is_dead(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
 
 }  // namespace
 
-int sweep_stale_temp_files(const std::string& dir) {
+int sweep_stale_temp_files(const std::string& dir, const std::function<bool(const std::string&)>& owned) {
   std::error_code ec;
   fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
+  fs::path base(dir);
+  if (!base.has_filename()) base = base.parent_path();  // "out/" -> "out", for lexically_relative
   // Collected first and removed after, so the walk never sees its own deletions.
   std::vector<fs::path> stale;
   for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     std::error_code status_ec;
     // symlink_status: a link is never followed, never removed.
     if (!fs::is_regular_file(it->symlink_status(status_ec))) continue;
-    const pid_t owner = temp_file_owner(it->path().filename().string());
-    if (owner != 0 && owner_is_dead(owner)) stale.push_back(it->path());
+    const std::string name = it->path().filename().string();
+    const pid_t owner = temp_file_owner(name);
+    if (owner == 0) continue;
+    if (owned) {
+      const fs::path final_path = it->path().parent_path() / name.substr(0, name.rfind(".tmp."));
+      if (!owned(final_path.lexically_relative(base).string())) continue;
+    }
+    if (owner_is_dead(owner)) stale.push_back(it->path());
   }
   int removed = 0;
   for (const fs::path& path : stale) {

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdio>
+#include <functional>
+#include <optional>
 #include <string>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 namespace corepool {
 
@@ -52,8 +54,16 @@ class ResultFile {
 // end of the file; a last line over 16 MiB counts as incomplete.
 bool result_is_complete(const std::string& path);
 
+// The "summary" object of a complete result, nullopt if the result is not
+// complete (same test as result_is_complete). Used by `corepool merge`.
+std::optional<nlohmann::json> result_summary(const std::string& path);
+
 // Removes "<dir>/**/*.tmp.<pid>" left by runs whose pid is no longer alive.
-// Returns how many were removed (0 if `dir` does not exist).
-int sweep_stale_temp_files(const std::string& dir);
+// Returns how many were removed (0 if `dir` does not exist). With `owned`,
+// only temp files whose final path relative to `dir` ("sub/a.wav.jsonl") it
+// accepts: shards sharing one directory from several hosts, where a pid says
+// nothing about another host's processes, each sweep only their own results.
+int sweep_stale_temp_files(const std::string& dir,
+                           const std::function<bool(const std::string&)>& owned = {});
 
 }  // namespace corepool
