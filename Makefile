@@ -9,7 +9,7 @@ CTEST_ARGS ?=
 
 CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=$(TYPE) -DCMAKE_INSTALL_PREFIX=$(PREFIX)
 
-.PHONY: all deps configure build run test install clean model bench bench-quick bench-memory bench-ring bench-serve bench-soak
+.PHONY: all deps configure build run test test-long install clean model bench bench-quick bench-memory bench-ring bench-serve bench-soak
 
 all: build
 
@@ -31,6 +31,12 @@ run: deps build
 
 test: deps build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) $(CTEST_ARGS)
+
+# The LibTorch-free code under ASan+UBSan and TSan (clang), then every libFuzzer
+# target of tests/fuzz for FUZZ_SECONDS (default 60) each; ~12 min on 2 cpus.
+# Own build dirs (build-asan, build-tsan); see scripts/test-sanitizers.sh.
+test-long: deps
+	bash scripts/test-sanitizers.sh
 
 # Benchmarks print figures (see bench/RESULTS.md); none of them passes or fails on timing.
 # The full sweep (modes x workers x intra-op x allocator; ~20 min on 2 cpus),

@@ -13,6 +13,7 @@ PACKAGES=(
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libsystemd-dev
   gnuplot-nox procps
   curl wrk systemd
+  clang libclang-rt-14-dev
 )
 
 missing=()
