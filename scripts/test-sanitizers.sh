@@ -73,14 +73,16 @@ step_fuzz() {
   local results=build-asan/fuzz-results.txt
   printf '%s\n' "${FUZZ_TARGETS[@]}" | xargs -P 2 -I{} bash -c "$(declare -f run_fuzzer); FUZZ_SECONDS=$FUZZ_SECONDS run_fuzzer {}" \
     | tee "$results"
-  echo "target                  executions  exec/s  corpus  (${FUZZ_SECONDS}s each)"
+  echo "target                  executions  exec/s  coverage  corpus  (${FUZZ_SECONDS}s each; libFuzzer's 'Done N runs')"
   local failed=0
   for t in "${FUZZ_TARGETS[@]}"; do
-    local log=build-asan/fuzz-logs/$t.log runs speed corpus
-    runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo '?')
-    speed=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo '?')
-    corpus=$(ls build-asan/fuzz-corpus/"$t" tests/fuzz/"$t" | grep -vc ':$' || true)
-    printf '%-23s %11s %7s %7s\n' "$t" "$runs" "$speed" "$corpus"
+    local log=build-asan/fuzz-logs/$t.log runs speed last cov corp
+    runs=$(sed -n 's/^Done \([0-9]*\) runs.*/\1/p' "$log" | tail -1)
+    speed=$(sed -n 's/^stat::average_exec_per_sec: *\([0-9]*\).*/\1/p' "$log" | tail -1)
+    last=$(grep ' cov: ' "$log" | tail -1 || true)
+    cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
+    corp=$(sed -n 's/.* corp: \([0-9]*\).*/\1/p' <<<"$last")
+    printf '%-23s %11s %7s %9s %7s\n' "$t" "${runs:-?}" "${speed:-?}" "${cov:-?}" "${corp:-?}"
     if ! grep -q "^$t ok$" "$results"; then
       failed=1
       echo "---- $t: last lines of $log (artifacts in build-asan/fuzz-artifacts):"

@@ -101,7 +101,7 @@ void AudioStream::check_finite(size_t frames) const {
     if (std::isfinite(v) && std::fabs(v) <= kMaxSampleMagnitude) continue;
     std::string what = std::isnan(v) ? "NaN" : (v > 0 ? "+Inf" : "-Inf");
     if (std::isfinite(v)) {
-      char text[64];
+      char text[128];
       std::snprintf(text, sizeof(text), "%g, beyond +-%g (float audio is expected within +-1)", double(v),
                     double(kMaxSampleMagnitude));
       what = text;
