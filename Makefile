@@ -33,7 +33,7 @@ test: deps build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) $(CTEST_ARGS)
 
 # The LibTorch-free code under ASan+UBSan and TSan (clang), then every libFuzzer
-# target of tests/fuzz for FUZZ_SECONDS (default 60) each; ~12 min on 2 cpus.
+# target of tests/fuzz for FUZZ_SECONDS (default 60) each, two at a time.
 # Own build dirs (build-asan, build-tsan); see scripts/test-sanitizers.sh.
 test-long: deps
 	bash scripts/test-sanitizers.sh
