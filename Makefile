@@ -9,7 +9,7 @@ CTEST_ARGS ?=
 
 CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=$(TYPE) -DCMAKE_INSTALL_PREFIX=$(PREFIX)
 
-.PHONY: all deps configure build run test install clean model bench bench-quick bench-memory bench-ring bench-serve bench-soak test-slurm
+.PHONY: all deps configure build run test test-long test-slurm install clean model bench bench-quick bench-memory bench-ring bench-serve bench-soak
 
 all: build
 
@@ -39,6 +39,12 @@ test: deps build
 # if Slurm cannot start.
 test-slurm: deps build
 	bash tests/slurm/run.sh $(BUILD)
+
+# The LibTorch-free code under ASan+UBSan and TSan (clang), then every libFuzzer
+# target of tests/fuzz for FUZZ_SECONDS (default 60) each, two at a time.
+# Own build dirs (build-asan, build-tsan); see scripts/test-sanitizers.sh.
+test-long: deps
+	bash scripts/test-sanitizers.sh
 
 # Benchmarks print figures (see bench/RESULTS.md); none of them passes or fails on timing.
 # The full sweep (modes x workers x intra-op x allocator; ~20 min on 2 cpus),

@@ -67,6 +67,7 @@ void read_serve(TomlReader& reader, Config& config) {
     }
   }
   config.unix_socket = reader.get_string("serve.unix_socket", config.unix_socket);
+  config.unix_socket_group = reader.get_string("serve.unix_socket_group", config.unix_socket_group);
   config.max_body_mb = reader.get_int("serve.max_body_mb", config.max_body_mb, 1, 4096);
   config.max_connections = reader.get_int("serve.max_connections", config.max_connections, 1, 1000000);
   config.idle_timeout_s = reader.get_int("serve.idle_timeout_s", config.idle_timeout_s, 1, 86400);

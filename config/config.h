@@ -34,6 +34,7 @@ struct Config {
   // [serve]
   std::string listen = "127.0.0.1:8080";  // TCP "host:port" ("[v6]:port"); "" = no TCP listener
   std::string unix_socket;                // Unix socket path (mode 0660); "" = none
+  std::string unix_socket_group;          // group owning the socket (its clients); "" = ours
   int max_body_mb = 64;                   // a request body over this is answered 413
   int max_connections = 4096;             // more are answered 503 and closed
   int idle_timeout_s = 60;                // keep-alive connection idle this long is closed

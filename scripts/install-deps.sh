@@ -15,6 +15,7 @@ PACKAGES=(
   curl wrk systemd
   espeak-ng alsa-utils
   slurmctld slurmd slurm-client munge python3-yaml
+  clang libclang-rt-14-dev
 )
 
 missing=()

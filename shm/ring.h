@@ -137,9 +137,21 @@ class RingConsumer {
       // Acquire: pairs with try_push()'s release, so the slot's bytes are visible.
       tail_cache_ = ring_->tail.load(std::memory_order_acquire);
       if (head == tail_cache_) return nullptr;
+      // A producer never gets more than N ahead: a tail beyond that was written
+      // by a corrupted peer. Read nothing more from this ring rather than loop
+      // over garbage (with a tail near 2^64, for ever).
+      if (tail_cache_ - head > N) {
+        corrupt_ = true;
+        tail_cache_ = head;
+        return nullptr;
+      }
     }
     return &ring_->slots[head & (N - 1)];
   }
+
+  // True once front() has seen a tail more than N ahead of head: the producer
+  // is corrupted and the ring stays empty for good.
+  bool corrupt() const { return corrupt_; }
 
   // Releases the descriptor front() returned. Only after a non-null front().
   void pop() {
@@ -190,6 +202,7 @@ class RingConsumer {
  private:
   RingData<T, N>* ring_;
   uint64_t tail_cache_;  // last tail we read: tail_cache_ <= tail
+  bool corrupt_ = false;
 };
 
 }  // namespace corepool::shm

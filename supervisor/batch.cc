@@ -23,6 +23,7 @@
 #include "supervisor/manifest.h"
 #include "supervisor/progress.h"
 #include "supervisor/result_file.h"
+#include "supervisor/result_path.h"
 #include "supervisor/shard_report.h"
 #include "supervisor/timeline.h"
 #include "worker/audio_stream.h"
@@ -60,7 +61,7 @@ class BatchRun {
   BatchStats& stats() { return stats_; }
 
  private:
-  uint64_t open_job(const BatchInput& input);
+  uint64_t open_job(const BatchInput& input, const std::string& out_path);  // "" = stdout
   void write(FileJob& job, json line);
   void submit(uint64_t id, Segment& segment, Executor& executor);
   void end_reading(uint64_t id, uint64_t total, double duration, const std::string& error);
@@ -87,14 +88,12 @@ void BatchRun::write(FileJob& job, json line) {
   }
 }
 
-uint64_t BatchRun::open_job(const BatchInput& input) {
+uint64_t BatchRun::open_job(const BatchInput& input, const std::string& out_path) {
   std::lock_guard<std::mutex> lock(mu_);
   const uint64_t id = next_id_++;
   FileJob& job = jobs_[id];
   job.input = input;
-  if (options_.out_dir != "-") {
-    job.out = std::make_unique<ResultFile>(options_.out_dir + "/" + input.relative + ".jsonl");
-  }
+  if (!out_path.empty()) job.out = std::make_unique<ResultFile>(out_path);
   job.events = std::make_unique<EventBuilder>(
       model_.labels, model_.thresholds, model_.segment_seconds, model_.hop_seconds,
       [this, &job](const Event& e) {
@@ -116,7 +115,8 @@ void BatchRun::process(const BatchInput& input, Executor& executor) {
   uint64_t id = 0;
   try {
     AudioStream stream(input.path, model_.sample_rate);  // validates before any output exists
-    id = open_job(input);
+    // Checked again here, just before the file is created: the tree may have changed.
+    id = open_job(input, options_.out_dir == "-" ? "" : result_path(options_.out_dir, input.relative));
     Segmenter segmenter(model_.segment_samples(), model_.hop_samples());
     std::vector<float> block;
     Segment segment;
@@ -283,8 +283,14 @@ BatchStats run_batch(const BatchOptions& options, const ModelConfig& model,
   std::vector<BatchInput> todo;
   size_t skipped = 0;
   for (const auto& in : list.inputs) {
-    const std::string out = options.out_dir + "/" + in.relative + ".jsonl";
-    if (!options.force && options.out_dir != "-" && result_is_complete(out)) {
+    std::string out;
+    try {
+      if (options.out_dir != "-") out = result_path(options.out_dir, in.relative);
+    } catch (const std::exception& e) {
+      list.errors.push_back(in.path + ": " + e.what());
+      continue;
+    }
+    if (!options.force && !out.empty() && result_is_complete(out)) {
       ++skipped;
       continue;
     }

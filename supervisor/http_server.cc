@@ -4,6 +4,7 @@
 // Connections live in connections_ until both their handles are closed.
 #include "supervisor/http_server.h"
 
+#include <grp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -16,6 +17,7 @@
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -55,6 +57,21 @@ void remove_stale_socket(const std::string& path) {
   if (!S_ISSOCK(st.st_mode)) throw_listen_error(path, "exists and is not a socket");
   if (probe_unix_socket(path) == 0) throw_listen_error(path, "another server is listening there");
   if (::unlink(path.c_str()) != 0) throw_listen_error(path, std::string("cannot remove stale socket: ") + std::strerror(errno));
+}
+
+// The gid of group `name` (serve.unix_socket_group). Resolved before the
+// socket exists, so an unknown group leaves nothing behind.
+gid_t resolve_group(const std::string& path, const std::string& name) {
+  group entry{};
+  group* found = nullptr;
+  std::vector<char> buf(16384);
+  int rc;
+  while ((rc = ::getgrnam_r(name.c_str(), &entry, buf.data(), buf.size(), &found)) == ERANGE) {
+    buf.resize(buf.size() * 2);
+  }
+  if (rc != 0) throw_listen_error(path, "cannot look up group '" + name + "': " + std::strerror(rc));
+  if (found == nullptr) throw_listen_error(path, "unknown group '" + name + "' (serve.unix_socket_group)");
+  return entry.gr_gid;
 }
 
 }  // namespace
@@ -229,12 +246,17 @@ void HttpServer::Impl::listen_tcp() {
 void HttpServer::Impl::listen_unix() {
   const std::string& path = options_.unix_path;
   if (path.size() >= sizeof(sockaddr_un::sun_path)) throw_listen_error(path, "path too long for a Unix socket");
+  const bool chown_group = !options_.unix_group.empty();
+  const gid_t gid = chown_group ? resolve_group(path, options_.unix_group) : 0;
   remove_stale_socket(path);
   Listener& listener = new_listener(true);
   if (int rc = uv_pipe_bind(&listener.pipe, path.c_str()); rc < 0) throw_listen_error(path, uv_strerror(rc));
   unix_bound_ = true;
   // Before listen(): no client can connect while the mode is still the umask's.
   if (::chmod(path.c_str(), 0660) != 0) throw_listen_error(path, std::string("chmod: ") + std::strerror(errno));
+  if (chown_group && ::chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0) {
+    throw_listen_error(path, "chown to group '" + options_.unix_group + "': " + std::strerror(errno));
+  }
   if (int rc = listen_on(listener); rc < 0) throw_listen_error(path, uv_strerror(rc));
 }
 

@@ -38,6 +38,7 @@ struct HttpServerOptions {
   std::string tcp_host = "127.0.0.1";  // IPv4 or IPv6 literal; empty = no TCP listener
   int tcp_port = 8080;                 // 0 = ephemeral, see HttpServer::port()
   std::string unix_path;               // empty = none; created 0660, removed on stop
+  std::string unix_group;              // group that owns the socket (chown at bind); empty = ours
   std::vector<int> inherited_fds;      // already-listening sockets (systemd); the server owns them
   std::uint64_t max_body_bytes = 64ull << 20;
   std::uint32_t max_header_bytes = 16u << 10;

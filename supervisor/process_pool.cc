@@ -27,6 +27,7 @@
 #include <spdlog/spdlog.h>
 
 #include "shm/channel.h"
+#include "shm/descriptor_check.h"
 #include "shm/segment.h"
 #include "shm/wake.h"
 #include "worker/shared_weights.h"
@@ -394,17 +395,22 @@ void ProcessPool::Impl::drain_completions(Worker& w) {
     w.slots.release(done.slot);
     auto it = in_flight_.find(done.request);
     if (it == in_flight_.end()) continue;
-    const char* result = static_cast<const char*>(w.segment.data()) + layout_.slab_offset +
-                         layout_.slab.offset_of(done.slot) + layout_.result_offset;
-    SegmentResult r{it->second.task.stream, it->second.task.index, {}, {}};
-    if (done.status == 0) {
-      const auto* scores = reinterpret_cast<const float*>(result);
-      r.scores.assign(scores, scores + model_->config.labels.size());
-    } else {
-      r.error.assign(result, strnlen(result, shm::kErrorTextBytes));
+    // The worker's memory may be corrupt: decode_completion reads only inside the slot.
+    const char* slab = static_cast<const char*>(w.segment.data()) + layout_.slab_offset;
+    shm::DecodedCompletion decoded = shm::decode_completion(
+        done, slab, layout_, static_cast<uint32_t>(model_->config.labels.size()));
+    SegmentResult r{it->second.task.stream, it->second.task.index, std::move(decoded.scores),
+                    std::move(decoded.error)};
+    if (!decoded.problem.empty()) {
+      r.error = "worker " + std::to_string(w.index) + " sent a corrupt completion: " + decoded.problem;
     }
     in_flight_.erase(it);
     deliver(std::move(r));
+  }
+  if (w.completions->corrupt() && !w.kill_sent && w.pid > 0) {
+    spdlog::error("worker {} (pid {}) corrupted its completion ring; killing it", w.index, w.pid);
+    ::kill(w.pid, SIGKILL);
+    w.kill_sent = true;  // reaped through SIGCHLD; its requests go to other workers
   }
 }
 

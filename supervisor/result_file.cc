@@ -66,8 +66,10 @@ ResultFile::ResultFile(std::string final_path)
     if (ec) throw std::runtime_error(prefix + ec.message());
   }
   int fd;
+  // O_NOFOLLOW: a symbolic link planted under the temporary name must not
+  // redirect (and truncate) some other file; it fails the open instead.
   do {
-    fd = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    fd = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) throw std::runtime_error(prefix + std::strerror(errno));
   file_ = ::fdopen(fd, "w");

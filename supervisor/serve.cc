@@ -108,6 +108,7 @@ void check_reloadable(const Config& now, const Config& next) {
   };
   warn("serve.listen", next.listen != now.listen);
   warn("serve.unix_socket", next.unix_socket != now.unix_socket);
+  warn("serve.unix_socket_group", next.unix_socket_group != now.unix_socket_group);
   warn("serve.max_connections / timeouts / body limit",
        next.max_connections != now.max_connections || next.idle_timeout_s != now.idle_timeout_s ||
            next.header_timeout_s != now.header_timeout_s || next.body_timeout_s != now.body_timeout_s ||
@@ -165,6 +166,7 @@ HttpServerOptions Server::http_options(const std::vector<ListenFd>& inherited) {
       o.tcp_port = hp.port;
     }
     o.unix_path = config_.unix_socket;
+    o.unix_group = config_.unix_socket_group;
   } else {  // socket activation: systemd owns the addresses
     o.tcp_host.clear();
     for (const auto& l : inherited) o.inherited_fds.push_back(l.fd);

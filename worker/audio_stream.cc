@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -89,12 +90,22 @@ void AudioStream::finish_stream() const {
 }
 
 // Position is the frame index in the file, so a user can find it in an editor.
+// Float files are not normalised by libsndfile: a finite sample near FLT_MAX
+// would overflow to Inf in the downmix or the resampler, so magnitudes past
+// kMaxSampleMagnitude (60 dB over full scale) are refused like NaN and Inf.
 void AudioStream::check_finite(size_t frames) const {
+  constexpr float kMaxSampleMagnitude = 1000.0f;
   const size_t channels = size_t(info_.channels);
   for (size_t i = 0; i < frames * channels; ++i) {
     const float v = interleaved_[i];
-    if (std::isfinite(v)) continue;
-    const std::string what = std::isnan(v) ? "NaN" : (v > 0 ? "+Inf" : "-Inf");
+    if (std::isfinite(v) && std::fabs(v) <= kMaxSampleMagnitude) continue;
+    std::string what = std::isnan(v) ? "NaN" : (v > 0 ? "+Inf" : "-Inf");
+    if (std::isfinite(v)) {
+      char text[128];
+      std::snprintf(text, sizeof(text), "%g, beyond +-%g (float audio is expected within +-1)", double(v),
+                    double(kMaxSampleMagnitude));
+      what = text;
+    }
     throw AudioError(name_, "sample " + std::to_string(frames_read_ + int64_t(i / channels)) +
                                 " is " + what,
                      AudioErrorKind::kInvalid);

@@ -33,7 +33,8 @@ class AudioStream {
 
   // Appends the next block of mono samples at target_rate to `out` (out is not
   // cleared). Returns false once the stream is exhausted (nothing appended).
-  // Throws AudioError on a NaN/Inf sample ("sample 1234 is NaN"), a file shorter
+  // Throws AudioError on a NaN/Inf sample ("sample 1234 is NaN") or a float
+  // sample beyond +-1000 (which would overflow later stages), a file shorter
   // than its header says ("truncated: header says N frames, read M") or a read error.
   bool read(std::vector<float>& out);
 

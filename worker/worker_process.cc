@@ -19,6 +19,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "shm/descriptor_check.h"
 #include "shm/wake.h"
 #include "worker/cpus.h"
 #include "worker/engine.h"
@@ -117,9 +118,9 @@ bool WorkerLoop::admit(const Engine& engine, const shm::RequestDesc& r) {
   if (crash_marker_ && r.samples >= 2 && samples[0] == 12345.0f && samples[1] == -12345.0f) {
     ::raise(SIGSEGV);  // test-only poison input (COREPOOL_TEST_CRASH_ON_MARKER)
   }
-  std::string error = item_size_error(engine.model().config, kind_of(r), r.samples);
-  if (error.empty() && r.slot < shm::kRingSlots) return true;
-  if (error.empty()) error = "slab slot " + std::to_string(r.slot) + " out of range";
+  std::string error = shm::request_problem(r, layout_);
+  if (error.empty()) error = item_size_error(engine.model().config, kind_of(r), r.samples);
+  if (error.empty()) return true;
   std::snprintf(slot(r.slot % shm::kRingSlots) + layout_.result_offset, shm::kErrorTextBytes, "%s", error.c_str());
   complete(r, 1);
   return false;

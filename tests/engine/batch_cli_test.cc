@@ -158,6 +158,30 @@ TEST(BatchCliTest, AnIncompleteResultIsRedone) {
   EXPECT_TRUE(json_lines(testing::read_file(dir / "out/a.wav.jsonl")).back().contains("summary"));
 }
 
+// Result paths come from file names and directory walks, so they are checked
+// like any outside input: a file named through "../" or by an absolute path
+// lands under --out by its name, and a symbolic link planted inside --out is
+// refused with an error naming the input, with nothing written where it points.
+TEST(BatchCliTest, ResultsStayInsideTheOutputDirectory) {
+  testing::TempDir dir;
+  fs::create_directories(dir / "in/sub");
+  fs::create_directories(dir / "elsewhere");
+  fs::create_directories(dir / "out");
+  synth::write_audio(dir / "in/a.wav", synth::demo_of_seconds(2));
+  synth::write_audio(dir / "in/sub/b.wav", synth::demo_of_seconds(2));
+  synth::write_audio(dir / "c.wav", synth::demo_of_seconds(2));
+  fs::create_directory_symlink(dir / "elsewhere", dir / "out/sub");
+  auto r = corepool({"--out", dir / "out", dir / "in", dir / "in/../c.wav", dir / "in/a.wav"}, dir);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(dir / "in/sub/b.wav: result " + dir / "out/sub/b.wav.jsonl refused: " +
+                               dir / "out/sub is a symbolic link"));
+  EXPECT_THAT(r.err, HasSubstr("another input already writes the result 'a.wav'")) << "the absolute a.wav";
+  EXPECT_TRUE(fs::is_empty(dir / "elsewhere")) << "a result escaped through the link";
+  EXPECT_TRUE(fs::exists(dir / "out/a.wav.jsonl"));
+  EXPECT_TRUE(fs::exists(dir / "out/c.wav.jsonl")) << "../ input not written under --out";
+  EXPECT_FALSE(fs::exists(dir / "c.wav.jsonl"));
+}
+
 TEST(BatchCliTest, EveryDamagedFileGetsOneErrorLineNamingIt) {
   testing::TempDir dir;
   fs::create_directories(dir / "bad");

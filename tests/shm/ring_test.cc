@@ -57,6 +57,25 @@ TEST(RingTest, FrontOfAnEmptyRingIsNull) {
   EXPECT_EQ(consumer.size_approx(), 0u);
 }
 
+TEST(RingTest, TailMoreThanNAheadIsCorruptAndReadsAsEmpty) {
+  auto ring = make_ring<Descriptor, 8>();
+  RingConsumer<Descriptor, 8> consumer(ring.get());
+  // What a corrupted producer could leave: a tail far beyond head + N.
+  ring->tail.store(~uint64_t{0} - 3);
+  EXPECT_EQ(consumer.front(), nullptr);
+  EXPECT_TRUE(consumer.corrupt());
+  EXPECT_EQ(ring->head.load(), 0u) << "nothing was consumed";
+}
+
+TEST(RingTest, FullRingIsNotCorrupt) {
+  auto ring = make_ring<Descriptor, 8>();
+  RingProducer<Descriptor, 8> producer(ring.get());
+  RingConsumer<Descriptor, 8> consumer(ring.get());
+  for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(producer.try_push(descriptor(i)));
+  ASSERT_NE(consumer.front(), nullptr);
+  EXPECT_FALSE(consumer.corrupt());
+}
+
 TEST(RingTest, PushedDescriptorsArePoppedInOrder) {
   auto ring = make_ring<Descriptor, 8>();
   RingProducer<Descriptor, 8> producer(ring.get());

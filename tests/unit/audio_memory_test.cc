@@ -112,7 +112,8 @@ Outcome validate_bytes(std::string_view bytes) {
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  // Empty vectors may hold null data(), which memcmp must not get (UBSan).
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 void expect_same_info(const AudioInfo& a, const AudioInfo& b) {

@@ -171,6 +171,27 @@ TEST_F(AudioStreamTest, InfiniteSampleThrowsMidStreamNamingItsPosition) {
   EXPECT_GT(good_reads, 0);
 }
 
+// Found by tests/fuzz/audio_fuzz: two finite samples near FLT_MAX summed to
+// +Inf in the downmix, and Inf reached the features.
+TEST_F(AudioStreamTest, HugeFiniteFloatSampleIsRefusedBeforeItOverflowsTheDownmix) {
+  const std::string file = path("huge.wav");
+  SF_INFO sfi{};
+  sfi.samplerate = 16000;
+  sfi.channels = 2;
+  sfi.format = SF_FORMAT_WAV | SF_FORMAT_FLOAT;
+  SNDFILE* out = sf_open(file.c_str(), SFM_WRITE, &sfi);
+  ASSERT_NE(out, nullptr);
+  std::vector<float> frames(2000, 0.25f);
+  frames[2 * 700] = frames[2 * 700 + 1] = 3e38f;
+  ASSERT_EQ(sf_writef_float(out, frames.data(), 1000), 1000);
+  sf_close(out);
+  AudioStream stream(file, 16000, 500);
+  int good_reads = 0;
+  const std::string message = error_after_reads(stream, good_reads);
+  EXPECT_THAT(message, HasSubstr("sample 700 is 3e+38, beyond +-1000"));
+  EXPECT_EQ(good_reads, 1);
+}
+
 TEST_F(AudioStreamTest, TruncatedFileThrowsAfterItsLastRealBlock) {
   synth::write_damaged_files(dir_);
   AudioStream stream(path("truncated.wav"), 8000, 1000);

@@ -68,6 +68,7 @@ void expect_same(const Config& actual, const Config& expected) {
   EXPECT_EQ(actual.log_level, expected.log_level);
   EXPECT_EQ(actual.listen, expected.listen);
   EXPECT_EQ(actual.unix_socket, expected.unix_socket);
+  EXPECT_EQ(actual.unix_socket_group, expected.unix_socket_group);
   EXPECT_EQ(actual.max_body_mb, expected.max_body_mb);
   EXPECT_EQ(actual.max_connections, expected.max_connections);
   EXPECT_EQ(actual.idle_timeout_s, expected.idle_timeout_s);
@@ -91,7 +92,7 @@ TEST_F(ConfigTest, ShippedDefaultsFileSetsEveryKeyItDocuments) {
   for (const char* key : {"dir =", "mode =", "workers =", "intra_op_threads =",
                           "inter_op_threads =", "max_batch =", "queue_depth =", "pin_threads =",
                           "max_batch_delay_us =", "hang_timeout_ms =", "allocator =", "out_dir =", "force =", "level =",
-                          "listen =", "unix_socket =", "max_body_mb =", "max_connections =",
+                          "listen =", "unix_socket =", "unix_socket_group =", "max_body_mb =", "max_connections =",
                           "idle_timeout_s =", "header_timeout_s =", "body_timeout_s =",
                           "drain_timeout_s =", "max_audio_requests =", "audio_threads =",
                           "retry_after_s ="}) {
@@ -123,6 +124,7 @@ force = true
 [serve]
 listen = "[::1]:9000"
 unix_socket = "/run/corepool/x.sock"
+unix_socket_group = "corepool-clients"
 max_body_mb = 8
 max_connections = 100
 idle_timeout_s = 5
@@ -138,6 +140,7 @@ level = "debug"
   Config expected;
   expected.listen = "[::1]:9000";
   expected.unix_socket = "/run/corepool/x.sock";
+  expected.unix_socket_group = "corepool-clients";
   expected.max_body_mb = 8;
   expected.max_connections = 100;
   expected.idle_timeout_s = 5;

@@ -6,6 +6,7 @@
 #include "supervisor/http_server.h"
 
 #include <dirent.h>
+#include <grp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -16,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <uv.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -26,6 +28,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -478,6 +481,70 @@ TEST_F(HttpServerTest, StalledBodyGets408WithinTheBodyTimeout) {
   expect_error_and_close(*client, 408);
 }
 
+// Slowloris: a client that keeps every gap between bytes far below any
+// timeout, but never finishes its headers. The header deadline counts from the
+// first byte, not the last, so the trickle is cut off with a 408 long before
+// the ~4 s the full request would take to arrive.
+TEST_F(HttpServerTest, SlowlorisTricklingOneHeaderByteAtATimeIsCutOffAtTheHeaderDeadline) {
+  HttpServerOptions options = local();
+  options.header_timeout_ms = 300;
+  options.idle_timeout_ms = 60000;
+  serve(options, echo);
+  auto client = connect();
+  ASSERT_TRUE(client);
+  const std::string request = get("/slow", "X-Pad: " + std::string(160, 'p') + "\r\n");
+  std::atomic<size_t> sent{0};
+  std::atomic<bool> stop{false};
+  std::thread trickler([&] {
+    for (char c : request) {  // one byte per 20 ms: pacing, not synchronisation
+      if (stop || !client->send(std::string_view(&c, 1))) return;
+      ++sent;
+      std::this_thread::sleep_for(20ms);
+    }
+  });
+  auto reply = client->read_reply();
+  stop = true;
+  trickler.join();
+  ASSERT_TRUE(reply) << "no answer while trickling";
+  EXPECT_EQ(reply->status, 408);
+  EXPECT_LT(sent.load(), request.size()) << "the whole request got through";
+  EXPECT_TRUE(client->closed_by_server());
+  EXPECT_EQ(server_->stats().requests, 0u);
+}
+
+TEST_F(HttpServerTest, IdleKeepAliveConnectionIsClosedAfterTheIdleTimeout) {
+  HttpServerOptions options = local();
+  options.idle_timeout_ms = 300;
+  serve(options, echo);
+  auto client = connect();
+  ASSERT_TRUE(client && client->send(get("/once")));
+  auto reply = client->read_reply();
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 200);
+  EXPECT_TRUE(client->closed_by_server()) << "idle connection still open after the 5 s read timeout";
+  EXPECT_TRUE(eventually([&] { return server_->stats().connections_open == 0; }));
+}
+
+// With the default options nothing but this host can connect over TCP: the
+// kernel's own table of listening sockets shows 127.0.0.1, not 0.0.0.0.
+TEST_F(HttpServerTest, DefaultTcpListenerIsBoundToLoopbackOnly) {
+  HttpServerOptions options;
+  EXPECT_EQ(options.tcp_host, "127.0.0.1");
+  options.tcp_port = 0;
+  serve(options, echo);
+  char wanted[32];
+  std::snprintf(wanted, sizeof(wanted), ":%04X", server_->port());
+  std::ifstream table("/proc/net/tcp");
+  std::string line, local_address;
+  while (std::getline(table, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state;
+    fields >> slot >> local >> remote >> state;
+    if (state == "0A" && local.size() > 5 && local.compare(local.size() - 5, 5, wanted) == 0) local_address = local;
+  }
+  EXPECT_EQ(local_address, std::string("0100007F") + wanted) << "listening socket not found or not on loopback";
+}
+
 TEST_F(HttpServerTest, ConnectionsOverTheLimitGet503WithRetryAfter) {
   HttpServerOptions options = local();
   options.max_connections = 2;
@@ -542,6 +609,51 @@ TEST_F(HttpServerTest, UnixPathThatIsNotASocketIsLeftAloneAndRefused) {
   HttpServer server(options);
   EXPECT_THROW(server.start(echo), std::runtime_error);
   EXPECT_TRUE(fs::exists(path));
+}
+
+// A group other than our own, so that the chown is visible; nullopt if none.
+std::optional<gid_t> some_other_group() {
+  for (const char* name : {"nogroup", "daemon", "users", "adm"}) {
+    const group* g = ::getgrnam(name);
+    if (g != nullptr && g->gr_gid != ::getegid()) return g->gr_gid;
+  }
+  return std::nullopt;
+}
+
+TEST_F(HttpServerTest, UnixSocketBelongsToTheConfiguredGroup) {
+  const std::optional<gid_t> gid = some_other_group();
+  if (!gid) GTEST_SKIP() << "no second group on this host";
+  if (::geteuid() != 0) GTEST_SKIP() << "chown to a group we are not in needs root";
+  const std::string path = (dir_ / "corepool.sock").string();
+  HttpServerOptions options;
+  options.tcp_host.clear();
+  options.unix_path = path;
+  options.unix_group = ::getgrgid(*gid)->gr_name;
+  serve(options, echo);
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_gid, *gid);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  auto client = Client::unix_socket(path);
+  ASSERT_TRUE(client && client->send(get("/grouped")));
+  EXPECT_TRUE(client->read_reply());
+}
+
+TEST_F(HttpServerTest, UnknownUnixSocketGroupIsAClearStartupErrorAndLeavesNoSocket) {
+  const std::string path = (dir_ / "corepool.sock").string();
+  HttpServerOptions options;
+  options.tcp_host.clear();
+  options.unix_path = path;
+  options.unix_group = "corepool-no-such-group";
+  HttpServer server(options);
+  try {
+    server.start(echo);
+    ADD_FAILURE() << "start() accepted an unknown group";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot listen on " + path +
+                                         ": unknown group 'corepool-no-such-group' (serve.unix_socket_group)");
+  }
+  EXPECT_FALSE(fs::exists(path));
 }
 
 TEST_F(HttpServerTest, StopLetsAnInFlightRequestFinishWithinTheDrain) {

@@ -158,6 +158,16 @@ TEST_F(ResultFileTest, AbandonAfterCommitKeepsTheResult) {
   EXPECT_THROW(result.write_line({{"late", true}}), std::logic_error);
 }
 
+TEST_F(ResultFileTest, ALinkPlantedAtTheTempNameIsNotFollowed) {
+  const std::string final_path = path("out.jsonl");
+  write_text(path("victim"), "precious");
+  const std::string link = final_path + ".tmp." + std::to_string(::getpid());
+  fs::create_symlink(path("victim"), link);
+  EXPECT_THROW(ResultFile result(final_path), std::runtime_error);
+  EXPECT_EQ(read_lines(path("victim")), std::vector<std::string>{"precious"});
+  fs::remove(link);
+}
+
 TEST_F(ResultFileTest, AnUncreatableLocationThrowsNamingThePath) {
   write_text(path("blocker"), "a file where a directory should be");
   const std::string final_path = path("blocker/out.jsonl");

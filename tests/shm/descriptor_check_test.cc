@@ -1,0 +1,75 @@
+// Tests for shm/descriptor_check.h: every field of a descriptor popped from a
+// ring is checked against the channel's layout before it becomes an address.
+// The slab is heap-allocated at its exact size, so under ASan (build-asan) a
+// read past it would fail these tests too.
+#include "shm/descriptor_check.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+
+namespace corepool::shm {
+namespace {
+
+// 16000 PCM floats per segment, 64 floats of model input, 10 labels.
+class DescriptorCheckTest : public ::testing::Test {
+ protected:
+  ChannelLayout layout_ = ChannelLayout::for_model(16000, 64, 10);
+  std::unique_ptr<char[]> slab_ = std::make_unique<char[]>(layout_.slab.total_bytes());
+
+  char* result_area(uint32_t slot) { return slab_.get() + layout_.slab.offset_of(slot) + layout_.result_offset; }
+};
+
+TEST_F(DescriptorCheckTest, WellFormedRequestPasses) {
+  EXPECT_EQ(request_problem({7, 63, 16000, kRunAlone | kModelInput, 0}, layout_), "");
+}
+
+TEST_F(DescriptorCheckTest, RequestSlotOutOfRangeIsNamed) {
+  EXPECT_EQ(request_problem({7, 64, 16000, 0, 0}, layout_), "slab slot 64 out of range (64 slots)");
+  EXPECT_NE(request_problem({7, 0xffffffffu, 1, 0, 0}, layout_), "");
+}
+
+TEST_F(DescriptorCheckTest, RequestLongerThanTheInputAreaIsRefused) {
+  const std::string p = request_problem({7, 0, 16017, 0, 0}, layout_);
+  EXPECT_NE(p.find("16017 floats do not fit"), std::string::npos) << p;
+  EXPECT_NE(request_problem({7, 0, 0xffffffffu, 0, 0}, layout_), "");
+}
+
+TEST_F(DescriptorCheckTest, UnknownRequestFlagsAreRefused) {
+  EXPECT_EQ(request_problem({7, 0, 1, 4, 0}, layout_), "unknown request flags 4");
+}
+
+TEST_F(DescriptorCheckTest, SuccessfulCompletionYieldsItsScores) {
+  const float scores[10] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f, 0.9f, 1.0f};
+  std::memcpy(result_area(5), scores, sizeof(scores));
+  DecodedCompletion d = decode_completion({9, 5, 0}, slab_.get(), layout_, 10);
+  EXPECT_EQ(d.problem, "");
+  ASSERT_EQ(d.scores.size(), 10u);
+  EXPECT_FLOAT_EQ(d.scores[9], 1.0f);
+}
+
+TEST_F(DescriptorCheckTest, FailedCompletionYieldsTheWorkersText) {
+  std::strcpy(result_area(63), "inference failed: boom");
+  DecodedCompletion d = decode_completion({9, 63, 1}, slab_.get(), layout_, 10);
+  EXPECT_EQ(d.problem, "");
+  EXPECT_EQ(d.error, "inference failed: boom");
+}
+
+TEST_F(DescriptorCheckTest, UnterminatedErrorTextStopsAtTheAreasEnd) {
+  std::memset(result_area(63), 'x', kErrorTextBytes);  // the last slot: no terminator before the slab ends
+  DecodedCompletion d = decode_completion({9, 63, 1}, slab_.get(), layout_, 10);
+  EXPECT_EQ(d.error, std::string(kErrorTextBytes, 'x'));
+}
+
+TEST_F(DescriptorCheckTest, CorruptCompletionsAreNamedAndReadNothing) {
+  EXPECT_EQ(decode_completion({9, 64, 0}, slab_.get(), layout_, 10).problem,
+            "slab slot 64 out of range (64 slots)");
+  EXPECT_EQ(decode_completion({9, 0, -1}, slab_.get(), layout_, 10).problem, "unknown completion status -1");
+  DecodedCompletion d = decode_completion({9, 0, 0}, slab_.get(), layout_, 1u << 30);
+  EXPECT_NE(d.problem.find("scores do not fit"), std::string::npos) << d.problem;
+  EXPECT_TRUE(d.scores.empty());
+}
+
+}  // namespace
+}  // namespace corepool::shm
