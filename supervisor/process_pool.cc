@@ -112,7 +112,8 @@ class ProcessPool::Impl {
     int eventfd = -1;
     uv_poll_t poll{};
     uv_timer_t respawn_timer{};
-    int boot_crashes = 0;               // consecutive deaths before ready
+    int boot_crashes = 0;               // consecutive crashes before ready
+    bool killed_starting = false;       // the last one was killed from outside before ready
     bool kill_sent = false;
     bool has_run = false;               // a worker of this slot has been spawned before
     Recycle recycle = Recycle::kNo;     // being replaced on purpose
@@ -486,7 +487,11 @@ void ProcessPool::Impl::on_exit(Worker& w, int status) {
   } else {
     spdlog::warn("worker {} {}; {} request(s) in flight go to other workers", w.index, how, w.slots.in_use());
     w.state = SlotState::kDead;
-    if (!was_ready) ++w.boot_crashes;
+    // Only a crash before ready counts towards a crash loop: a SIGKILL from
+    // outside (an operator, the OOM killer, a chaos test) says nothing about
+    // the worker, so it costs a short pause, never the slot.
+    if (!was_ready && crashed(status)) ++w.boot_crashes;
+    w.killed_starting = !was_ready && !crashed(status);
   }
   requeue_in_flight(w, how, crashed(status) || w.kill_sent);
   if (w.state == SlotState::kDead) schedule_respawn(w);
@@ -552,7 +557,9 @@ void ProcessPool::Impl::schedule_respawn(Worker& w) {
     w.state = SlotState::kFailed;
     return;
   }
-  const uint64_t delay = w.boot_crashes == 0 ? 0 : std::min<uint64_t>(10000, 100ull << (w.boot_crashes - 1));
+  const uint64_t delay = w.boot_crashes > 0 ? std::min<uint64_t>(10000, 100ull << (w.boot_crashes - 1))
+                         : w.killed_starting ? 100
+                                             : 0;
   uv_timer_start(&w.respawn_timer, [](uv_timer_t* h) {
     auto* worker = static_cast<Worker*>(h->data);
     auto* impl = static_cast<Impl*>(h->loop->data);

@@ -88,7 +88,8 @@ void render_executor(std::string& out, const ServeSnapshot& s) {
          "Infer requests answered 504 because serve.request_timeout_s passed.")
       .sample("", double(s.timed_out));
   Family(out, "corepool_results_dropped_total", "counter",
-         "Segment results that arrived after their request was answered (deadline) and were dropped, this generation.")
+         "Segment results (cancellations included) that came after their request was answered (deadline) and "
+         "were dropped, this generation.")
       .sample("", double(s.results_dropped));
   Family(out, "corepool_batches_total", "counter", "forward() calls.").sample("", double(e.batches));
   Family(out, "corepool_segments_total", "counter", "Segments (or infer items) run.").sample("", double(e.segments));
