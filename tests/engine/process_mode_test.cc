@@ -112,11 +112,12 @@ TEST(ProcessModeTest, AKilledSupervisorTakesItsWorkersAndSharedMemoryWithIt) {
   EXPECT_FALSE(fs::exists(dir / "out/long.wav.jsonl")) << "a partial result under the final name";
 }
 
-// Kills a random worker of `pid` every ~200 ms until it exits; returns the kills.
-int kill_workers_until_exit(pid_t pid) {
+// Kills a random worker of `pid` every ~200 ms until it exits or `max_kills`
+// are done (a bound in count: each kill costs the run a respawn); returns the kills.
+int kill_workers_until_exit(pid_t pid, int max_kills) {
   std::mt19937 rng(6);
   int kills = 0;
-  while (testing::process_alive(pid)) {
+  while (testing::process_alive(pid) && kills < max_kills) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));  // pacing the faults, not synchronising
     const std::vector<int> workers = testing::child_pids(pid);
     if (workers.empty()) continue;
@@ -129,9 +130,9 @@ int kill_workers_until_exit(pid_t pid) {
 TEST(ProcessModeTest, AWorkerKilledEvery200msDuringABatchChangesNoOutputFile) {
   testing::TempDir dir;
   const std::vector<std::string> names = {"a.wav", "b.wav", "c.wav"};
-  synth::write_audio(dir / "a.wav", synth::demo_of_seconds(150));
-  synth::write_audio(dir / "b.wav", synth::demo_of_seconds(120, 22050));
-  synth::write_audio(dir / "c.wav", synth::demo_of_seconds(90, 44100));
+  synth::write_audio(dir / "a.wav", synth::demo_of_seconds(100));
+  synth::write_audio(dir / "b.wav", synth::demo_of_seconds(80, 22050));
+  synth::write_audio(dir / "c.wav", synth::demo_of_seconds(60, 44100));
   std::vector<std::string> inputs;
   for (const auto& n : names) inputs.push_back(dir / n);
   auto args = [&](const std::string& mode, const std::string& out) {
@@ -143,7 +144,7 @@ TEST(ProcessModeTest, AWorkerKilledEvery200msDuringABatchChangesNoOutputFile) {
   ASSERT_EQ(clean.exit_code, 0) << clean.err;
   const auto t0 = std::chrono::steady_clock::now();
   const testing::Spawned child = testing::spawn_process(args("process", dir / "chaos"), dir.path());
-  const int kills = kill_workers_until_exit(child.pid);
+  const int kills = kill_workers_until_exit(child.pid, 40);
   auto r = testing::wait_process(child, std::chrono::seconds(300));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -152,7 +153,7 @@ TEST(ProcessModeTest, AWorkerKilledEvery200msDuringABatchChangesNoOutputFile) {
     EXPECT_GT(want.size(), 0u) << n;
     EXPECT_EQ(event_lines(testing::read_file(dir / ("chaos/" + n + ".jsonl"))), want) << n;
   }
-  std::printf("[ chaos    ] batch: 360 s of audio in 3 files, %d workers SIGKILLed in %.1f s, 3 of 3 outputs equal "
+  std::printf("[ chaos    ] batch: 240 s of audio in 3 files, %d workers SIGKILLed in %.1f s, 3 of 3 outputs equal "
               "the clean run's\n", kills, seconds);
   EXPECT_GE(kills, 10) << "the batch ended before the chaos could hit it";
 }
