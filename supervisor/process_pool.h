@@ -3,7 +3,9 @@
 // owns every ring end on the supervisor side: it dispatches queued segments to
 // the least-loaded worker, reads completions when a worker's eventfd fires,
 // reaps exits (SIGCHLD), kills hung workers (heartbeat deadline), re-dispatches
-// a dead worker's requests and respawns it in the same slot (nginx-style table).
+// a dead worker's requests and respawns it in the same slot (nginx-style table);
+// it also recycles workers past max_requests / max_rss_bytes (drained first)
+// and drops the queued segments of a cancelled stream.
 // The model's weights live once, read-only, in a shared segment (share_weights)
 // created before the first fork; workers inherit views into it.
 #pragma once

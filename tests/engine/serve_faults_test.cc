@@ -194,6 +194,7 @@ TEST(ServeFaultsTest, AWorkerOverMaxRssIsRecycledWithoutAFailedRequest) {
   const double recycled = metric(http, R"(corepool_worker_recycles_total{reason="max_rss"})");
   EXPECT_GE(recycled, 3) << server.log();
   EXPECT_EQ(metric(http, "corepool_worker_restarts_total"), 0) << "a recycle is not a crash";
+  EXPECT_EQ(metric(http, "corepool_segments_redispatched_total"), 0) << "a recycled worker is drained first";
   EXPECT_THAT(server.log(), HasSubstr("over engine.max_rss_mb " + std::to_string(limit_mb)));
   std::printf("[ faults   ] max_rss_mb %d (fresh worker %.0f MB, +4 MB per segment): 200 of 200 requests 200, "
               "%.0f workers recycled\n", limit_mb, baseline / (1 << 20), recycled);
