@@ -95,22 +95,21 @@ struct Chaos {
   std::set<int> victims;  // distinct pids hit: each is one death
 };
 
-// Every kKillEvery: SIGKILL a random worker of `server` (the 50th and 100th
-// time a SIGSTOP instead: a hang only the heartbeat deadline can end).
+// Every kKillEvery: SIGKILL a random worker of `server` (the 25th and 100th
+// time a SIGSTOP instead: a hang only the heartbeat deadline can end; until
+// it is caught no one is killed, or the one live worker would be starved).
 Chaos kill_loop(const ServeProcess& server, const std::atomic<bool>& stop) {
   Chaos chaos;
   std::mt19937 rng(20261123);
-  std::set<int> stopped;
+  int stopped = 0;
   for (int k = 1; !stop; ++k) {
     std::this_thread::sleep_for(kKillEvery);  // pacing the faults, not synchronising on anything
-    std::vector<int> workers;
-    for (int pid : testing::child_pids(server.pid())) {
-      if (!stopped.count(pid)) workers.push_back(pid);  // a stopped worker is the heartbeat's to catch
-    }
+    if (stopped != 0 && testing::process_alive(stopped)) continue;  // the heartbeat's to catch
+    const std::vector<int> workers = testing::child_pids(server.pid());
     if (workers.empty()) continue;
     const int victim = workers[rng() % workers.size()];
-    const bool hang = k == 50 || k == 100;
-    if (hang) stopped.insert(victim);
+    const bool hang = k == 25 || k == 100;  // at ~5 s and ~20 s: both caught within the 30 s
+    if (hang) stopped = victim;
     if (!testing::process_alive(victim) || ::kill(victim, hang ? SIGSTOP : SIGKILL) != 0) continue;
     ++(hang ? chaos.stops : chaos.kills);
     chaos.victims.insert(victim);
@@ -123,7 +122,9 @@ TEST(ChaosTest, ServeUnderLoadSurvivesAWorkerKilledEvery200msAndLosesNoRequest) 
   const std::string config = dir.path() + "/corepool.toml";
   // A hang deadline well above a loaded machine's slowest forward(): only the
   // SIGSTOPs may trip it (a hang kill convicts the batch it interrupted).
-  std::ofstream(config) << "[engine]\nmode = \"process\"\nworkers = 2\nhang_timeout_ms = 4000\n";
+  // 4 s was not enough with ctest -j2 next to other builds: a fresh worker's
+  // first forward() took longer twice and convicted an innocent request.
+  std::ofstream(config) << "[engine]\nmode = \"process\"\nworkers = 2\nhang_timeout_ms = 6000\n";
   ServeProcess server(dir, {}, {}, {"--config", config});
   ASSERT_TRUE(server.started()) << server.log();
 
@@ -176,7 +177,7 @@ TEST(ChaosTest, ServeUnderLoadSurvivesAWorkerKilledEvery200msAndLosesNoRequest) 
   for (const auto& f : tally.failures) firsts += f + "\n";
   EXPECT_GE(chaos.kills, 50);
   EXPECT_EQ(chaos.stops, 2);
-  EXPECT_GE(tally.sent, 40u) << "the load did not flow";
+  EXPECT_GE(tally.sent, 20u) << "the load did not flow";
   EXPECT_EQ(tally.lost, 0u) << firsts;
   EXPECT_EQ(tally.answered, tally.sent);
   EXPECT_EQ(tally.failed, 0u) << firsts << server.log().substr(0, 20000);
