@@ -116,6 +116,7 @@ class ProcessPool::Impl {
     bool killed_starting = false;       // the last one was killed from outside before ready
     bool kill_sent = false;
     bool has_run = false;               // a worker of this slot has been spawned before
+    int64_t start_deadline_ns = 0;      // kStarting past this (CLOCK_MONOTONIC) = hung before ready
     Recycle recycle = Recycle::kNo;     // being replaced on purpose
     bool stop_sent = false;             // asked to exit (recycling)
     bool count_restart = true;          // the next respawn replaces a death, not a recycle
@@ -299,6 +300,9 @@ void ProcessPool::Impl::spawn(Worker& w) {
   // pool); a replacement runs the very same module, so it skips that forward()
   // and answers sooner.
   setup.check_model = !w.has_run;
+  // A first start runs a forward() and may take start_timeout_ms; a
+  // replacement runs none and must be ready within the hang deadline.
+  w.start_deadline_ns = monotonic_ns() + int64_t{w.has_run ? options_.hang_timeout_ms : options_.start_timeout_ms} * 1000000;
   w.has_run = true;
   if (weights_) {
     setup.weights = weights_->segment.data();
@@ -490,8 +494,8 @@ void ProcessPool::Impl::on_exit(Worker& w, int status) {
     // Only a crash before ready counts towards a crash loop: a SIGKILL from
     // outside (an operator, the OOM killer, a chaos test) says nothing about
     // the worker, so it costs a short pause, never the slot.
-    if (!was_ready && crashed(status)) ++w.boot_crashes;
-    w.killed_starting = !was_ready && !crashed(status);
+    if (!was_ready && (crashed(status) || w.kill_sent)) ++w.boot_crashes;
+    w.killed_starting = !was_ready && !crashed(status) && !w.kill_sent;
   }
   requeue_in_flight(w, how, crashed(status) || w.kill_sent);
   if (w.state == SlotState::kDead) schedule_respawn(w);
@@ -579,6 +583,13 @@ void ProcessPool::Impl::check_heartbeats() {
   const int64_t now = monotonic_ns();
   const int64_t limit = int64_t{options_.hang_timeout_ms} * 1000000;
   for (auto& w : workers_) {
+    if (w->state == SlotState::kStarting && !w->kill_sent && w->pid > 0 && now > w->start_deadline_ns) {
+      // Hung before ready (stopped, or stuck in its setup): nothing else would notice.
+      spdlog::warn("worker {} (pid {}) not ready by its start deadline; killing it", w->index, w->pid);
+      ::kill(w->pid, SIGKILL);
+      w->kill_sent = true;
+      continue;
+    }
     if (w->state != SlotState::kReady || w->kill_sent || w->pid <= 0) continue;
     const int64_t age = now - w->channel->control.heartbeat_ns.load(std::memory_order_relaxed);
     if (age > limit) {
