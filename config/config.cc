@@ -28,6 +28,8 @@ void read_engine(TomlReader& reader, Config& config) {
   config.max_batch_delay_us =
       reader.get_int("engine.max_batch_delay_us", config.max_batch_delay_us, 0, 1000000);
   config.hang_timeout_ms = reader.get_int("engine.hang_timeout_ms", config.hang_timeout_ms, 100, 3600000);
+  config.max_requests = reader.get_int("engine.max_requests", config.max_requests, 0, 1000000000);
+  config.max_rss_mb = reader.get_int("engine.max_rss_mb", config.max_rss_mb, 0, 16777216);
   config.allocator = reader.get_string("engine.allocator", config.allocator, {"jemalloc", "system"});
 }
 
@@ -77,6 +79,7 @@ void read_serve(TomlReader& reader, Config& config) {
   config.max_audio_requests = reader.get_int("serve.max_audio_requests", config.max_audio_requests, 1, 100000);
   config.audio_threads = reader.get_int("serve.audio_threads", config.audio_threads, 1, 64);
   config.retry_after_s = reader.get_int("serve.retry_after_s", config.retry_after_s, 1, 3600);
+  config.request_timeout_s = reader.get_int("serve.request_timeout_s", config.request_timeout_s, 0, 86400);
 }
 
 }  // namespace
@@ -86,6 +89,18 @@ HostPort parse_host_port(const std::string& text, const std::string& what) {
   const std::string problem = host_port_problem(text, out);
   if (!problem.empty()) throw ConfigError(what + ": " + problem);
   return out;
+}
+
+void check_mode_keys(const Config& config) {
+  if (config.mode == "process") return;
+  for (const auto& [key, value] : {std::pair<const char*, int>{"engine.max_requests", config.max_requests},
+                                   {"engine.max_rss_mb", config.max_rss_mb}}) {
+    if (value != 0) {
+      throw ConfigError(std::string(key) + " = " + std::to_string(value) +
+                        " needs engine.mode = \"process\": thread mode has no worker process to recycle "
+                        "(set it to 0, or use --mode process)");
+    }
+  }
 }
 
 Config load_config(const std::string& path) {

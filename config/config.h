@@ -27,6 +27,8 @@ struct Config {
   bool pin_threads = true;       // pin engine thread / worker i to the i-th usable cpu
   int max_batch_delay_us = 0;    // process mode: wait this long for a fuller batch (0 = never)
   int hang_timeout_ms = 10000;   // process mode: a worker silent this long is killed and replaced
+  int max_requests = 0;          // process mode: recycle a worker after this many segments; 0 = never
+  int max_rss_mb = 0;            // process mode: recycle a worker whose RSS exceeds this; 0 = never
   std::string allocator = "jemalloc";  // "jemalloc" | "system" (glibc malloc); see supervisor/allocator.h
   // [batch]
   std::string out_dir = "corepool-out";  // where batch writes one .jsonl per input
@@ -44,6 +46,7 @@ struct Config {
   int max_audio_requests = 64;            // /v1/audio:tag requests queued or decoding; more get 503
   int audio_threads = 1;                  // threads decoding audio request bodies
   int retry_after_s = 1;                  // Retry-After of a 503 for a full queue
+  int request_timeout_s = 60;             // an infer request unanswered this long gets 504; 0 = no deadline
   // [log]
   std::string log_level = "info";  // trace | debug | info | warn | error | off
 };
@@ -59,5 +62,11 @@ HostPort parse_host_port(const std::string& text, const std::string& what);
 // Reads `path` over the defaults. Throws ConfigError (file:line: key: reason) on
 // a syntax error, an unknown key, a wrong type or an out-of-range value.
 Config load_config(const std::string& path);
+
+// Keys that only one mode can honour, checked once the CLI flags are applied
+// (they may change the mode). Throws ConfigError: thread mode has no worker
+// process to recycle, so engine.max_requests / engine.max_rss_mb are refused
+// there rather than silently ignored.
+void check_mode_keys(const Config& config);
 
 }  // namespace corepool

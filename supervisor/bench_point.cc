@@ -201,6 +201,7 @@ class MeasuredExecutor final : public Executor {
     inner_->wait_idle();
     probe_.mark_end();
   }
+  void cancel(uint64_t stream) override { inner_->cancel(stream); }
   int workers() const override { return inner_->workers(); }
   ExecutorStats stats() const override { return inner_->stats(); }
 

@@ -32,6 +32,8 @@ ExecutorFactory make_executor_factory(const Config& cfg, std::shared_ptr<const L
     opts.queue_depth = cfg.queue_depth;
     opts.cpus = cpus;
     opts.hang_timeout_ms = cfg.hang_timeout_ms;
+    opts.max_requests = static_cast<uint64_t>(cfg.max_requests);
+    opts.max_rss_bytes = static_cast<uint64_t>(cfg.max_rss_mb) << 20;
     opts.log_level = cfg.log_level;
     return [model, opts](Executor::Completion done) {
       return std::make_unique<ProcessPool>(model, opts, std::move(done));

@@ -162,7 +162,11 @@ int run_merge_command(const corepool::Config& cfg, const Cli& cli) {
 int run_serve_command(const corepool::Config& cfg, const Cli& cli) {
   corepool::ServeOptions options;
   options.config = cfg;
-  options.reload_config = [cli] { return effective_config(cli); };
+  options.reload_config = [cli] {
+    corepool::Config next = effective_config(cli);
+    corepool::check_mode_keys(next);
+    return next;
+  };
   return corepool::run_serve(options);
 }
 
@@ -279,6 +283,8 @@ int main(int argc, char** argv) {
   corepool::Config cfg;
   try {
     cfg = effective_config(cli);
+    // bench and tune run both modes from one config: only batch and serve run one.
+    if (app.got_subcommand("batch") || app.got_subcommand("serve")) corepool::check_mode_keys(cfg);
   } catch (const corepool::ConfigError& e) {
     std::fprintf(stderr, "corepool: config error: %s\n", e.what());
     return kUsage;

@@ -1,6 +1,7 @@
 #include "supervisor/process_memory.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -15,6 +16,13 @@ ProcessMemory read_process_memory(int pid) {
     if (line.rfind("Pss:", 0) == 0) m.pss_kb = std::atol(line.c_str() + 4);
   }
   return m;
+}
+
+long read_rss_kb(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/statm");
+  long size = 0, resident = -1;
+  if (!(in >> size >> resident)) return -1;
+  return resident * (::sysconf(_SC_PAGESIZE) / 1024);
 }
 
 std::vector<std::pair<std::string, uint64_t>> allocator_stats() {

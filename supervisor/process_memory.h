@@ -19,6 +19,10 @@ struct ProcessMemory {
 // From /proc/PID/smaps_rollup.
 ProcessMemory read_process_memory(int pid);
 
+// Resident set only, from /proc/PID/statm: a few microseconds, cheap enough
+// for the pool to check every worker ten times a second. -1 when unreadable.
+long read_rss_kb(int pid);
+
 // jemalloc's counters in bytes ("allocated", "active", "resident", "mapped",
 // "retained"), refreshed through its "epoch" control. Empty when the process
 // does not run on jemalloc (mallctl is looked up at run time).

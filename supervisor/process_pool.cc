@@ -30,6 +30,7 @@
 #include "shm/descriptor_check.h"
 #include "shm/segment.h"
 #include "shm/wake.h"
+#include "supervisor/process_memory.h"
 #include "worker/shared_weights.h"
 #include "worker/worker_process.h"
 
@@ -37,6 +38,10 @@ namespace corepool {
 namespace {
 
 enum class SlotState { kStarting, kReady, kDead, kFailed };
+
+// Why a ready worker is being replaced on purpose (engine.max_requests,
+// engine.max_rss_mb): it takes no new work, and exits once it holds none.
+enum class Recycle { kNo, kRequests, kRss };
 
 std::string exit_text(int status) {
   if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
@@ -68,6 +73,7 @@ class ProcessPool::Impl {
   void submit(SegmentTask task);
   bool try_submit(std::vector<SegmentTask>& tasks);
   void wait_idle();
+  void cancel(uint64_t stream);
   int workers() const { return options_.workers; }
   std::vector<int> worker_pids() const;
   bool all_ready() const;
@@ -91,6 +97,7 @@ class ProcessPool::Impl {
     SegmentTask task;
     int kills = 0;            // workers that died while holding it
     std::string last_death;   // how the last of them died
+    bool cancelled = false;   // its stream was cancelled while it ran: never re-dispatch it
   };
 
   struct Worker {
@@ -106,9 +113,14 @@ class ProcessPool::Impl {
     int eventfd = -1;
     uv_poll_t poll{};
     uv_timer_t respawn_timer{};
-    int boot_crashes = 0;               // consecutive deaths before ready
+    int boot_crashes = 0;               // consecutive crashes before ready
+    bool killed_starting = false;       // the last one was killed from outside before ready
     bool kill_sent = false;
     bool has_run = false;               // a worker of this slot has been spawned before
+    int64_t start_deadline_ns = 0;      // kStarting past this (CLOCK_MONOTONIC) = hung before ready
+    Recycle recycle = Recycle::kNo;     // being replaced on purpose
+    bool stop_sent = false;             // asked to exit (recycling)
+    bool count_restart = true;          // the next respawn replaces a death, not a recycle
   };
 
   // Loop-thread steps.
@@ -125,6 +137,11 @@ class ProcessPool::Impl {
   void requeue_in_flight(Worker& w, const std::string& how, bool crashed);
   void schedule_respawn(Worker& w);
   void check_heartbeats();
+  void apply_cancels();
+  void check_recycling(bool read_rss);
+  void begin_recycle(Worker& w, Recycle why, const std::string& what);
+  void stop_if_drained(Worker& w);
+  void count_recycle(Worker& w);
   void begin_shutdown();
   void maybe_close();
   void fail_all_queued(const std::string& why);
@@ -162,6 +179,7 @@ class ProcessPool::Impl {
   std::condition_variable idle_cv_;
   std::condition_variable ready_cv_;
   std::deque<Request> pending_;  // submitted, not yet seen by the loop
+  std::vector<uint64_t> cancels_;  // streams cancelled, not yet seen by the loop
   size_t outstanding_ = 0;       // submitted, not yet completed
   size_t depth_ = 0;
   uint64_t next_id_ = 1;
@@ -216,6 +234,7 @@ void ProcessPool::Impl::start() {
     Impl* impl = self(reinterpret_cast<uv_handle_t*>(h));
     std::lock_guard<std::mutex> loop(impl->loop_mu_);
     impl->check_heartbeats();
+    impl->check_recycling(true);
   },
                  100, 100);
   uv_timer_init(&loop_, &shutdown_timer_);
@@ -262,6 +281,8 @@ void ProcessPool::Impl::init_channel(Worker& w) {
   w.slots.reset();
   w.slot_owner.assign(shm::kRingSlots, 0);
   w.kill_sent = false;
+  w.recycle = Recycle::kNo;
+  w.stop_sent = false;
 }
 
 void ProcessPool::Impl::spawn(Worker& w) {
@@ -280,6 +301,9 @@ void ProcessPool::Impl::spawn(Worker& w) {
   // pool); a replacement runs the very same module, so it skips that forward()
   // and answers sooner.
   setup.check_model = !w.has_run;
+  // A first start runs a forward() and may take start_timeout_ms; a
+  // replacement runs none and must be ready within the hang deadline.
+  w.start_deadline_ns = monotonic_ns() + int64_t{w.has_run ? options_.hang_timeout_ms : options_.start_timeout_ms} * 1000000;
   w.has_run = true;
   if (weights_) {
     setup.weights = weights_->segment.data();
@@ -325,6 +349,7 @@ bool ProcessPool::Impl::take_pending() {
 
 void ProcessPool::Impl::on_wake() {
   const bool stop = take_pending();
+  apply_cancels();
   if (stop && !shutting_down_) begin_shutdown();
   dispatch();
 }
@@ -336,7 +361,7 @@ void ProcessPool::Impl::dispatch() {
     Worker* best = nullptr;
     for (auto& w : workers_) {
       const bool live = w->state == SlotState::kReady || w->state == SlotState::kStarting;
-      if (live && !w->kill_sent && w->slots.in_use() < w->slots.capacity() &&
+      if (live && !w->kill_sent && w->recycle == Recycle::kNo && w->slots.in_use() < w->slots.capacity() &&
           (!best || w->slots.in_use() < best->slots.in_use())) {
         best = w.get();
       }
@@ -378,6 +403,8 @@ void ProcessPool::Impl::on_eventfd(Worker& w) {
     spdlog::debug("worker {} (pid {}) ready", w.index, w.pid);
   }
   drain_completions(w);
+  stop_if_drained(w);
+  check_recycling(false);
   dispatch();
 }
 
@@ -452,6 +479,10 @@ void ProcessPool::Impl::on_exit(Worker& w, int status) {
     work.live = nullptr;
   }
   w.pid = 0;
+  if (w.recycle != Recycle::kNo && WIFEXITED(status) && WEXITSTATUS(status) == kWorkerExitOk && !shutting_down_) {
+    count_recycle(w);
+    return;
+  }
   if (shutting_down_) {
     w.state = SlotState::kDead;
     requeue_in_flight(w, how, false);
@@ -466,7 +497,11 @@ void ProcessPool::Impl::on_exit(Worker& w, int status) {
   } else {
     spdlog::warn("worker {} {}; {} request(s) in flight go to other workers", w.index, how, w.slots.in_use());
     w.state = SlotState::kDead;
-    if (!was_ready) ++w.boot_crashes;
+    // Only a crash before ready counts towards a crash loop: a SIGKILL from
+    // outside (an operator, the OOM killer, a chaos test) says nothing about
+    // the worker, so it costs a short pause, never the slot.
+    if (!was_ready && (crashed(status) || w.kill_sent)) ++w.boot_crashes;
+    w.killed_starting = !was_ready && !crashed(status) && !w.kill_sent;
   }
   requeue_in_flight(w, how, crashed(status) || w.kill_sent);
   if (w.state == SlotState::kDead) schedule_respawn(w);
@@ -493,6 +528,10 @@ void ProcessPool::Impl::requeue_in_flight(Worker& w, const std::string& how, boo
     if (it == in_flight_.end()) continue;
     Request req = std::move(it->second);
     in_flight_.erase(it);
+    if (req.cancelled) {  // its request is answered already (deadline): nothing to run it for
+      deliver({req.task.stream, req.task.index, {}, "cancelled: the request's deadline passed"});
+      continue;
+    }
     const bool suspect = std::find(suspects.begin(), suspects.end(), id) != suspects.end();
     if (suspect) {
       req.kills += 1;
@@ -528,16 +567,19 @@ void ProcessPool::Impl::schedule_respawn(Worker& w) {
     w.state = SlotState::kFailed;
     return;
   }
-  const uint64_t delay = w.boot_crashes == 0 ? 0 : std::min<uint64_t>(10000, 100ull << (w.boot_crashes - 1));
+  const uint64_t delay = w.boot_crashes > 0 ? std::min<uint64_t>(10000, 100ull << (w.boot_crashes - 1))
+                         : w.killed_starting ? 100
+                                             : 0;
   uv_timer_start(&w.respawn_timer, [](uv_timer_t* h) {
     auto* worker = static_cast<Worker*>(h->data);
     auto* impl = static_cast<Impl*>(h->loop->data);
     std::lock_guard<std::mutex> loop(impl->loop_mu_);
     if (impl->shutting_down_ || worker->state != SlotState::kDead) return;
-    {
+    if (worker->count_restart) {
       std::lock_guard<std::mutex> lock(impl->mu_);
       ++impl->counters_.restarts;
     }
+    worker->count_restart = true;
     impl->spawn(*worker);
     impl->dispatch();
   }, delay, 0);
@@ -547,6 +589,13 @@ void ProcessPool::Impl::check_heartbeats() {
   const int64_t now = monotonic_ns();
   const int64_t limit = int64_t{options_.hang_timeout_ms} * 1000000;
   for (auto& w : workers_) {
+    if (w->state == SlotState::kStarting && !w->kill_sent && w->pid > 0 && now > w->start_deadline_ns) {
+      // Hung before ready (stopped, or stuck in its setup): nothing else would notice.
+      spdlog::warn("worker {} (pid {}) not ready by its start deadline; killing it", w->index, w->pid);
+      ::kill(w->pid, SIGKILL);
+      w->kill_sent = true;
+      continue;
+    }
     if (w->state != SlotState::kReady || w->kill_sent || w->pid <= 0) continue;
     const int64_t age = now - w->channel->control.heartbeat_ns.load(std::memory_order_relaxed);
     if (age > limit) {
@@ -555,6 +604,95 @@ void ProcessPool::Impl::check_heartbeats() {
       w->kill_sent = true;  // reaped through SIGCHLD like any other exit
     }
   }
+}
+
+// The loop's share of cancel(): queued tasks of a cancelled stream complete
+// now with an error (freeing their queue space); tasks already in a worker
+// run to the end but are marked, so that a death does not re-dispatch them.
+void ProcessPool::Impl::apply_cancels() {
+  std::vector<uint64_t> streams;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    streams.swap(cancels_);
+  }
+  if (streams.empty()) return;
+  auto cancelled = [&](const Request& r) {
+    return std::find(streams.begin(), streams.end(), r.task.stream) != streams.end();
+  };
+  for (auto& [id, req] : in_flight_) req.cancelled = req.cancelled || cancelled(req);
+  std::deque<Request> kept;
+  std::vector<Request> dropped;
+  for (Request& r : queue_) {
+    if (cancelled(r)) {
+      dropped.push_back(std::move(r));
+    } else {
+      kept.push_back(std::move(r));
+    }
+  }
+  queue_.swap(kept);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    counters_.cancelled += dropped.size();
+  }
+  for (Request& r : dropped) deliver({r.task.stream, r.task.index, {}, "cancelled: the request's deadline passed"});
+}
+
+// Picks at most one ready worker to recycle, and only while every other slot
+// is ready: recycling never takes more than one worker's capacity away, and
+// never competes with a crash being repaired. RSS is read on the 100 ms timer
+// only (a /proc read); the segment count after every completion too, so that
+// a worker stops taking work as soon as it reaches max_requests.
+void ProcessPool::Impl::check_recycling(bool read_rss) {
+  if ((options_.max_requests == 0 && options_.max_rss_bytes == 0) || shutting_down_) return;
+  for (auto& w : workers_) {
+    if (w->state != SlotState::kReady || w->recycle != Recycle::kNo || w->kill_sent) return;
+  }
+  for (auto& w : workers_) {
+    const uint64_t ran = w->channel->control.segments.load(std::memory_order_relaxed);
+    if (options_.max_requests > 0 && ran >= options_.max_requests) {
+      return begin_recycle(*w, Recycle::kRequests, "ran " + std::to_string(ran) + " segments (engine.max_requests " +
+                                                        std::to_string(options_.max_requests) + ")");
+    }
+    if (!read_rss || options_.max_rss_bytes == 0) continue;
+    const long rss_kb = read_rss_kb(w->pid);
+    if (rss_kb > 0 && uint64_t(rss_kb) * 1024 > options_.max_rss_bytes) {
+      return begin_recycle(*w, Recycle::kRss, "resident set " + std::to_string(rss_kb / 1024) +
+                                                  " MB over engine.max_rss_mb " +
+                                                  std::to_string(options_.max_rss_bytes >> 20));
+    }
+  }
+}
+
+void ProcessPool::Impl::begin_recycle(Worker& w, Recycle why, const std::string& what) {
+  spdlog::info("worker {} (pid {}) {}: recycling it after its {} segment(s) in flight", w.index, w.pid, what,
+               w.slots.in_use());
+  w.recycle = why;
+  stop_if_drained(w);
+}
+
+// A recycled worker holds no request once its last completion is read: only
+// then is it asked to exit, so its exit never re-dispatches anything.
+void ProcessPool::Impl::stop_if_drained(Worker& w) {
+  if (w.recycle == Recycle::kNo || w.stop_sent || w.pid <= 0 || w.slots.in_use() != 0) return;
+  w.stop_sent = true;
+  w.channel->control.stop.store(1, std::memory_order_release);
+  w.channel->requests.consumer_sleeping.store(1);  // force the wake below through
+  w.requests->wake_consumer();
+}
+
+// on_exit() of a recycled worker that exited 0 as asked: replaced at once, as
+// a recycle, not a restart.
+void ProcessPool::Impl::count_recycle(Worker& w) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++(w.recycle == Recycle::kRequests ? counters_.recycled_max_requests : counters_.recycled_max_rss);
+  }
+  spdlog::info("worker {} recycled; starting its replacement", w.index);
+  w.state = SlotState::kDead;
+  requeue_in_flight(w, "recycled", false);  // empty: it was drained before the stop
+  w.count_restart = false;
+  schedule_respawn(w);
+  dispatch();
 }
 
 void ProcessPool::Impl::fail_all_queued(const std::string& why) {
@@ -646,6 +784,15 @@ bool ProcessPool::Impl::try_submit(std::vector<SegmentTask>& tasks) {
   return true;
 }
 
+void ProcessPool::Impl::cancel(uint64_t stream) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_requested_) return;
+    cancels_.push_back(stream);
+  }
+  uv_async_send(&wake_);
+}
+
 void ProcessPool::Impl::wait_idle() {
   std::unique_lock<std::mutex> lock(mu_);
   idle_cv_.wait(lock, [this] { return outstanding_ == 0; });
@@ -704,6 +851,9 @@ ExecutorStats ProcessPool::Impl::stats() const {
   s.restarts = counters_.restarts;
   s.redispatched = counters_.redispatched;
   s.poisoned = counters_.poisoned;
+  s.cancelled = counters_.cancelled;
+  s.recycled_max_requests = counters_.recycled_max_requests;
+  s.recycled_max_rss = counters_.recycled_max_rss;
   for (const SlotWork& work : work_) {
     uint64_t busy_ns = work.busy_ns;
     if (work.live) {
@@ -731,6 +881,7 @@ void ProcessPool::submit(SegmentTask task) { impl_->submit(std::move(task)); }
 bool ProcessPool::try_submit(std::vector<SegmentTask>& tasks) { return impl_->try_submit(tasks); }
 ExecutorStats ProcessPool::stats() const { return impl_->stats(); }
 void ProcessPool::wait_idle() { impl_->wait_idle(); }
+void ProcessPool::cancel(uint64_t stream) { impl_->cancel(stream); }
 int ProcessPool::workers() const { return impl_->workers(); }
 std::vector<int> ProcessPool::worker_pids() const { return impl_->worker_pids(); }
 bool ProcessPool::all_ready() const { return impl_->all_ready(); }

@@ -3,7 +3,9 @@
 // owns every ring end on the supervisor side: it dispatches queued segments to
 // the least-loaded worker, reads completions when a worker's eventfd fires,
 // reaps exits (SIGCHLD), kills hung workers (heartbeat deadline), re-dispatches
-// a dead worker's requests and respawns it in the same slot (nginx-style table).
+// a dead worker's requests and respawns it in the same slot (nginx-style table);
+// it also recycles workers past max_requests / max_rss_bytes (drained first)
+// and drops the queued segments of a cancelled stream.
 // The model's weights live once, read-only, in a shared segment (share_weights)
 // created before the first fork; workers inherit views into it.
 #pragma once
@@ -30,6 +32,12 @@ struct ProcessPoolOptions {
   std::string log_level = "info";
   bool naive_weights = false;     // each worker loads its own copy (memory benchmark only)
   int intra_op_threads = 1;       // each worker's own intra-op pool (0 = LibTorch's default)
+  // Recycling (gunicorn's max_requests, uWSGI's reload-on-rss): a worker that
+  // has run this many segments, or whose resident set exceeds this many bytes,
+  // gets no new work, finishes what it holds, exits and is replaced in its
+  // slot. One slot at a time. 0 = never.
+  uint64_t max_requests = 0;
+  uint64_t max_rss_bytes = 0;
 };
 
 struct PoolCounters {
@@ -37,6 +45,9 @@ struct PoolCounters {
   uint64_t redispatched = 0;  // requests sent again after their worker died
   uint64_t poisoned = 0;      // requests failed as poison input
   uint64_t duplicates = 0;    // late completions dropped
+  uint64_t cancelled = 0;     // segments dropped unrun by cancel()
+  uint64_t recycled_max_requests = 0;  // workers replaced after max_requests segments
+  uint64_t recycled_max_rss = 0;       // workers replaced for a resident set over max_rss_bytes
 };
 
 class ProcessPool final : public Executor {
@@ -50,6 +61,7 @@ class ProcessPool final : public Executor {
   void submit(SegmentTask task) override;
   bool try_submit(std::vector<SegmentTask>& tasks) override;
   void wait_idle() override;
+  void cancel(uint64_t stream) override;
   int workers() const override;
   ExecutorStats stats() const override;
 

@@ -328,6 +328,8 @@ ServeSnapshot Server::snapshot() {
   s.model = gen->model().config.name;
   s.generation = gen->number();
   s.reloads_failed = reloads_failed_.load();
+  s.timed_out = routes_ ? routes_->timed_out() : 0;
+  s.results_dropped = gen->results_dropped();
   s.audio_pending = audio_ ? audio_->pending() : 0;
   s.memory.emplace_back("supervisor", read_process_memory(::getpid()));
   for (size_t i = 0; i < s.executor.pids.size(); ++i) {

@@ -37,7 +37,10 @@ void Generation::route(SegmentResult&& result) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = streams_.find(result.stream);
-    if (it == streams_.end()) return;
+    if (it == streams_.end()) {
+      ++dropped_;
+      return;
+    }
     sink = it->second;
   }
   // Outside the lock: the sink may close its own stream.

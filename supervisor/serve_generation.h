@@ -42,6 +42,9 @@ class Generation {
   uint64_t open_stream(Sink sink);
   void close_stream(uint64_t id);
   size_t open_streams() const;
+  // Results that arrived for a closed stream (its request already answered,
+  // e.g. 504 at its deadline) and were dropped.
+  uint64_t results_dropped() const { return dropped_.load(); }
 
  private:
   void route(SegmentResult&& result);
@@ -52,6 +55,7 @@ class Generation {
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<Sink>> streams_;
   std::atomic<uint64_t> next_stream_{1};
+  std::atomic<uint64_t> dropped_{0};
   std::unique_ptr<Executor> executor_;  // last: stopped before the table it routes into
 };
 

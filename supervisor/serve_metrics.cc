@@ -77,6 +77,20 @@ void render_executor(std::string& out, const ServeSnapshot& s) {
       .sample("", double(e.redispatched));
   Family(out, "corepool_segments_poisoned_total", "counter", "Segments failed because they killed two workers.")
       .sample("", double(e.poisoned));
+  Family(out, "corepool_segments_cancelled_total", "counter",
+         "Segments dropped before they ran because their request's deadline passed.")
+      .sample("", double(e.cancelled));
+  Family recycles(out, "corepool_worker_recycles_total", "counter",
+                  "Workers replaced on purpose, by reason (engine.max_requests, engine.max_rss_mb).");
+  recycles.sample(label("reason", "max_requests"), double(e.recycled_max_requests));
+  recycles.sample(label("reason", "max_rss"), double(e.recycled_max_rss));
+  Family(out, "corepool_requests_timed_out_total", "counter",
+         "Infer requests answered 504 because serve.request_timeout_s passed.")
+      .sample("", double(s.timed_out));
+  Family(out, "corepool_results_dropped_total", "counter",
+         "Segment results (cancellations included) that came after their request was answered (deadline) and "
+         "were dropped, this generation.")
+      .sample("", double(s.results_dropped));
   Family(out, "corepool_batches_total", "counter", "forward() calls.").sample("", double(e.batches));
   Family(out, "corepool_segments_total", "counter", "Segments (or infer items) run.").sample("", double(e.segments));
 }

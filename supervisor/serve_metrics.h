@@ -31,6 +31,8 @@ struct ServeSnapshot {
   std::string model;               // the model's name
   uint64_t generation = 0;         // 1 + successful reloads
   uint64_t reloads_failed = 0;
+  uint64_t timed_out = 0;          // infer requests answered 504 at serve.request_timeout_s
+  uint64_t results_dropped = 0;    // segment results (cancellations too) after their request was answered
   size_t audio_pending = 0;        // /v1/audio:tag requests queued or decoding
   std::vector<std::pair<std::string, ProcessMemory>> memory;  // "supervisor", "worker-0", ...
   std::vector<std::pair<std::string, uint64_t>> allocator;    // jemalloc stats, bytes

@@ -6,6 +6,8 @@
 
 #include <unistd.h>
 
+#include <chrono>
+
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -16,16 +18,24 @@ namespace {
 
 using json = nlohmann::json;
 
-// Collects the scores of one infer request, on executor threads.
+// Collects the scores of one infer request, on executor threads, unless its
+// deadline (on the DeadlineTimer's thread) answers it first: whichever comes
+// first answers, under mu_, and closes the stream so the other finds nothing.
 class InferState {
  public:
-  InferState(std::shared_ptr<Generation> gen, Reply reply, std::string id, size_t batch)
-      : gen_(std::move(gen)), reply_(std::move(reply)), id_(std::move(id)), scores_(batch) {}
+  InferState(std::shared_ptr<Generation> gen, Reply reply, std::string id, size_t batch, DeadlineTimer& deadlines)
+      : gen_(std::move(gen)), reply_(std::move(reply)), id_(std::move(id)), scores_(batch), deadlines_(deadlines) {}
 
   void set_stream(uint64_t id) { stream_ = id; }
+  void set_deadline(DeadlineTimer::Id id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    deadline_ = id;
+    if (!gen_) deadlines_.cancel(id);  // answered before the deadline was even set
+  }
 
   void on_result(SegmentResult&& r) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!gen_) return;  // answered 504 already: a late result, dropped
     if (!r.error.empty() && error_.empty()) error_ = "item " + std::to_string(r.index) + ": " + r.error;
     if (r.index < scores_.size()) scores_[r.index] = std::move(r.scores);
     if (++done_ < scores_.size()) return;
@@ -34,11 +44,31 @@ class InferState {
     } else {
       reply_.error(500, error_);
     }
-    gen_->close_stream(stream_);
-    gen_.reset();  // the server holds the generation too: never the last reference
+    finish();
+  }
+
+  // The deadline passed first: 504, and the executor drops what has not started.
+  // Returns whether this call answered the request.
+  bool expire(int timeout_s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!gen_) return false;
+    reply_.error(504, "no answer within serve.request_timeout_s = " + std::to_string(timeout_s) +
+                          " s (" + std::to_string(done_) + " of " + std::to_string(scores_.size()) +
+                          " items done); the request is cancelled and late results are dropped");
+    deadline_ = 0;
+    std::shared_ptr<Generation> gen = gen_;
+    finish();  // the stream first: thread mode completes cancelled tasks inside cancel()
+    gen->executor().cancel(stream_);
+    return true;
   }
 
  private:
+  void finish() {
+    gen_->close_stream(stream_);
+    if (deadline_ != 0) deadlines_.cancel(deadline_);
+    gen_.reset();  // the server holds the generation too: never the last reference
+  }
+
   std::mutex mu_;
   std::shared_ptr<Generation> gen_;
   Reply reply_;
@@ -47,6 +77,8 @@ class InferState {
   size_t done_ = 0;
   uint64_t stream_ = 0;
   std::string error_;
+  DeadlineTimer& deadlines_;
+  DeadlineTimer::Id deadline_ = 0;
 };
 
 std::string path_of(const std::string& target) { return target.substr(0, target.find('?')); }
@@ -143,7 +175,7 @@ void ServeRoutes::infer(HttpRequest& request, const Reply& reply, const std::sha
     return reply.error(400, e.what());
   }
   request.body.clear();
-  auto state = std::make_shared<InferState>(gen, reply, parsed.id, parsed.items.size());
+  auto state = std::make_shared<InferState>(gen, reply, parsed.id, parsed.items.size(), deadlines_);
   const uint64_t stream = gen->open_stream([state](SegmentResult&& r) { state->on_result(std::move(r)); });
   state->set_stream(stream);
   std::vector<SegmentTask> tasks;
@@ -155,7 +187,16 @@ void ServeRoutes::infer(HttpRequest& request, const Reply& reply, const std::sha
     gen->close_stream(stream);
     reply.error(503, "the inference queue is full (" + std::to_string(stats.depth) + " segments); retry later",
                 retry_after_s_);
+    return;
   }
+  const int timeout_s = gen->config().request_timeout_s;
+  if (timeout_s <= 0) return;
+  // The timer holds the state (and through it the generation) until the
+  // answer cancels it; the counter outlives the routes.
+  state->set_deadline(deadlines_.add(DeadlineTimer::Clock::now() + std::chrono::seconds(timeout_s),
+                                     [state, timeout_s, counter = timed_out_] {
+                                       if (state->expire(timeout_s)) ++*counter;
+                                     }));
 }
 
 void ServeRoutes::audio_tag(HttpRequest& request, const Reply& reply, std::shared_ptr<Generation> gen) {

@@ -43,6 +43,9 @@ struct ExecutorStats {
   bool all_ready = false;             // every worker can take work
   uint64_t restarts = 0, redispatched = 0, poisoned = 0;  // process mode (PoolCounters)
   uint64_t batches = 0, segments = 0;  // forward() calls and segments they ran
+  uint64_t cancelled = 0;              // segments dropped unrun by cancel()
+  // Process mode: workers replaced on purpose (engine.max_requests, max_rss_mb).
+  uint64_t recycled_max_requests = 0, recycled_max_rss = 0;
 };
 
 class Executor {
@@ -61,6 +64,12 @@ class Executor {
   virtual bool try_submit(std::vector<SegmentTask>& tasks) = 0;
   // Returns once every task submitted so far has completed.
   virtual void wait_idle() = 0;
+  // Never blocks. The stream's tasks that no engine has started are completed
+  // at once with an error (their queue space is free again); the ones already
+  // running finish and complete as usual, and are never run again (a dead
+  // worker's cancelled tasks are not re-dispatched). For a request whose
+  // deadline passed: the caller drops whatever still arrives for `stream`.
+  virtual void cancel(uint64_t stream) = 0;
   virtual int workers() const = 0;
   // Thread-safe and cheap: callable from any thread while work runs.
   virtual ExecutorStats stats() const = 0;

@@ -82,7 +82,27 @@ ExecutorStats ThreadExecutor::stats() const {
   s.busy_seconds = busy_seconds_;
   s.batches = batches_;
   s.segments = segments_;
+  s.cancelled = cancelled_;
   return s;
+}
+
+void ThreadExecutor::cancel(uint64_t stream) {
+  std::vector<SegmentTask> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if (it->stream != stream) {
+        ++it;
+        continue;
+      }
+      dropped.push_back(std::move(*it));
+      it = queue_.erase(it);
+    }
+    cancelled_ += dropped.size();
+  }
+  // Outside the lock, like every completion; then their queue space is free.
+  for (const SegmentTask& t : dropped) on_complete_({t.stream, t.index, {}, "cancelled: the request's deadline passed"});
+  if (!dropped.empty()) finish_batch(dropped.size());
 }
 
 void ThreadExecutor::wait_idle() {

@@ -36,6 +36,7 @@ class ThreadExecutor final : public Executor {
   void submit(SegmentTask task) override;
   bool try_submit(std::vector<SegmentTask>& tasks) override;
   void wait_idle() override;
+  void cancel(uint64_t stream) override;
   int workers() const override { return options_.threads; }
   ExecutorStats stats() const override;
 
@@ -64,6 +65,7 @@ class ThreadExecutor final : public Executor {
   bool stopping_ = false;
   uint64_t batches_ = 0;                 // forward() calls
   uint64_t segments_ = 0;                // segments they ran
+  uint64_t cancelled_ = 0;               // segments dropped unrun by cancel()
   std::vector<double> busy_seconds_;     // per engine thread: features + forward()
 
   std::exception_ptr startup_error_;

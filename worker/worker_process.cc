@@ -15,6 +15,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -48,7 +50,8 @@ class WorkerLoop {
       : setup_(setup), channel_(channel), layout_(layout), log_(std::move(log)),
         requests_(&channel->requests), completions_(&channel->completions),
         slab_(reinterpret_cast<char*>(channel) + layout.slab_offset),
-        crash_marker_(std::getenv("COREPOOL_TEST_CRASH_ON_MARKER") != nullptr) {}
+        crash_marker_(std::getenv("COREPOOL_TEST_CRASH_ON_MARKER") != nullptr),
+        grow_mb_(std::getenv("COREPOOL_TEST_GROW_MB_PER_SEGMENT") ? std::atoi(std::getenv("COREPOOL_TEST_GROW_MB_PER_SEGMENT")) : 0) {}
 
   void serve(Engine& engine);
 
@@ -64,6 +67,7 @@ class WorkerLoop {
   void complete(const shm::RequestDesc& r, int32_t status);
   void mark_running(const std::vector<shm::RequestDesc>& batch);
   char* slot(uint32_t i) { return slab_ + layout_.slab.offset_of(i); }
+  void grow(size_t segments);
 
   const WorkerSetup& setup_;
   shm::ChannelData* channel_;
@@ -73,6 +77,8 @@ class WorkerLoop {
   shm::RingProducer<shm::CompletionDesc, shm::kRingSlots> completions_;
   char* slab_;
   bool crash_marker_;
+  int grow_mb_;                                  // test-only leak per segment (max_rss_mb tests)
+  std::vector<std::unique_ptr<char[]>> grown_;   // what grow() holds on to
 };
 
 void WorkerLoop::serve(Engine& engine) {
@@ -145,6 +151,7 @@ void WorkerLoop::run_batch(Engine& engine, const std::vector<shm::RequestDesc>& 
     good.push_back(r);
   }
   if (good.empty()) return;
+  grow(good.size());
   beat();
   const int64_t started = monotonic_ns();
   try {
@@ -164,6 +171,18 @@ void WorkerLoop::run_batch(Engine& engine, const std::vector<shm::RequestDesc>& 
     }
   }
   beat();
+}
+
+// Test-only (COREPOOL_TEST_GROW_MB_PER_SEGMENT=N): a worker whose memory
+// grows by N MiB of touched pages per segment, as a leak in a model or a
+// library would, so that engine.max_rss_mb can be tested end to end.
+void WorkerLoop::grow(size_t segments) {
+  if (grow_mb_ <= 0) return;
+  for (size_t i = 0; i < segments; ++i) {
+    const size_t bytes = size_t(grow_mb_) << 20;
+    grown_.emplace_back(new char[bytes]);
+    std::memset(grown_.back().get(), 1, bytes);
+  }
 }
 
 void WorkerLoop::mark_running(const std::vector<shm::RequestDesc>& batch) {

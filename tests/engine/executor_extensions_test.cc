@@ -398,5 +398,37 @@ TEST(EngineItemsTest, AMixedBatchScoresEachItemLikeItsPcm) {
   }
 }
 
+// cancel() (a request past its deadline): the stream's tasks that have not
+// started complete at once with an error and free their queue space; the
+// others finish; every task completes exactly once and other streams are
+// untouched.
+TYPED_TEST(ExecutorExtensionsTest, CancelCompletesTheStreamsUnstartedTasksOnceAndSparesOtherStreams) {
+  if (ran_in_child(TypeParam::kForks)) return;
+  Executor& ex = this->start({1, 1, 256, 0});
+  std::vector<SegmentTask> tasks;
+  for (uint64_t i = 0; i < 200; ++i) tasks.push_back({i < 150 ? 2u : 3u, i, pcm_for(this->model_->config, i)});
+  ASSERT_TRUE(ex.try_submit(tasks));
+  ex.cancel(2);
+  ex.wait_idle();
+  auto results = this->results_.take();
+  ASSERT_EQ(results.size(), 200u);
+  uint64_t cancelled = 0;
+  for (const auto& [index, r] : results) {
+    if (index >= 150) {
+      EXPECT_TRUE(r.error.empty()) << index << ": " << r.error;  // stream 3 is not cancelled
+      continue;
+    }
+    if (r.error.empty()) continue;  // had started: ran to the end
+    EXPECT_THAT(r.error, HasSubstr("cancelled"));
+    ++cancelled;
+  }
+  // One worker, one task per forward(): at most a ring's worth (64) had left the queue.
+  EXPECT_GE(cancelled, 150u - 64u - 8u);
+  const ExecutorStats s = ex.stats();
+  EXPECT_EQ(s.cancelled, cancelled);
+  EXPECT_EQ(s.segments, 200u - cancelled);
+  EXPECT_EQ(s.outstanding, 0u);
+}
+
 }  // namespace
 }  // namespace corepool

@@ -63,6 +63,9 @@ void expect_same(const Config& actual, const Config& expected) {
   EXPECT_EQ(actual.pin_threads, expected.pin_threads);
   EXPECT_EQ(actual.max_batch_delay_us, expected.max_batch_delay_us);
   EXPECT_EQ(actual.hang_timeout_ms, expected.hang_timeout_ms);
+  EXPECT_EQ(actual.max_requests, expected.max_requests);
+  EXPECT_EQ(actual.max_rss_mb, expected.max_rss_mb);
+  EXPECT_EQ(actual.request_timeout_s, expected.request_timeout_s);
   EXPECT_EQ(actual.out_dir, expected.out_dir);
   EXPECT_EQ(actual.force, expected.force);
   EXPECT_EQ(actual.log_level, expected.log_level);
@@ -95,7 +98,7 @@ TEST_F(ConfigTest, ShippedDefaultsFileSetsEveryKeyItDocuments) {
                           "listen =", "unix_socket =", "unix_socket_group =", "max_body_mb =", "max_connections =",
                           "idle_timeout_s =", "header_timeout_s =", "body_timeout_s =",
                           "drain_timeout_s =", "max_audio_requests =", "audio_threads =",
-                          "retry_after_s ="}) {
+                          "retry_after_s =", "max_requests =", "max_rss_mb =", "request_timeout_s ="}) {
     EXPECT_NE(text.find(std::string("\n") + key), std::string::npos) << key;
   }
 }
@@ -118,6 +121,8 @@ queue_depth = 500
 pin_threads = false
 max_batch_delay_us = 2000
 hang_timeout_ms = 1500
+max_requests = 1000
+max_rss_mb = 2048
 [batch]
 out_dir = "/tmp/out"
 force = true
@@ -134,6 +139,7 @@ drain_timeout_s = 7
 max_audio_requests = 9
 audio_threads = 2
 retry_after_s = 4
+request_timeout_s = 30
 [log]
 level = "debug"
 )"));
@@ -160,10 +166,28 @@ level = "debug"
   expected.pin_threads = false;
   expected.max_batch_delay_us = 2000;
   expected.hang_timeout_ms = 1500;
+  expected.max_requests = 1000;
+  expected.max_rss_mb = 2048;
+  expected.request_timeout_s = 30;
   expected.out_dir = "/tmp/out";
   expected.force = true;
   expected.log_level = "debug";
   expect_same(config, expected);
+}
+
+TEST_F(ConfigTest, RecyclingKeysNeedProcessModeAndSayWhy) {
+  Config config = load_config(write("[engine]\nmax_rss_mb = 900\n"));  // mode defaults to thread
+  try {
+    check_mode_keys(config);
+    ADD_FAILURE() << "thread mode accepted engine.max_rss_mb";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "engine.max_rss_mb = 900 needs engine.mode = \"process\": thread mode has no worker "
+                           "process to recycle (set it to 0, or use --mode process)");
+  }
+  config.mode = "process";
+  EXPECT_NO_THROW(check_mode_keys(config));
+  EXPECT_NO_THROW(check_mode_keys(Config{}));
+  EXPECT_EQ(error_for("[engine]\nmax_requests = -1\n").find(path() + ":2: engine.max_requests:"), 0u);
 }
 
 TEST_F(ConfigTest, DottedKeysAtTheTopLevelWorkLikeSections) {
