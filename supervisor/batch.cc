@@ -281,13 +281,14 @@ BatchStats run_batch(const BatchOptions& options, const ModelConfig& model,
   InputList list = shard_inputs(options);
   if (options.out_dir != "-") sweep_stale_temp_files(options.out_dir, owned_temp_files(options.shard));
   std::vector<BatchInput> todo;
-  size_t skipped = 0;
+  size_t skipped = 0, refused = 0;  // refused: inputs whose result path would leave --out
   for (const auto& in : list.inputs) {
     std::string out;
     try {
       if (options.out_dir != "-") out = result_path(options.out_dir, in.relative);
     } catch (const std::exception& e) {
-      list.errors.push_back(in.path + ": " + e.what());
+      list.errors.push_back({in.relative, in.path + ": " + e.what()});
+      ++refused;
       continue;
     }
     if (!options.force && !out.empty() && result_is_complete(out)) {
@@ -311,7 +312,7 @@ BatchStats run_batch(const BatchOptions& options, const ModelConfig& model,
   }
   BatchStats stats = run.stats();
   stats.files_skipped = skipped;
-  stats.shard_inputs = list.inputs.size() + list.errors.size();
+  stats.shard_inputs = list.inputs.size() + list.errors.size() - refused;  // a refused input is in both
   const auto end = Clock::now();
   stats.wall_seconds = std::chrono::duration<double>(end - start).count();
   stats.serving_seconds = std::chrono::duration<double>(drained - ready).count();
