@@ -124,8 +124,11 @@ bool WorkerLoop::admit(const Engine& engine, const shm::RequestDesc& r) {
   if (crash_marker_ && r.samples >= 2 && samples[0] == 12345.0f && samples[1] == -12345.0f) {
     ::raise(SIGSEGV);  // test-only poison input (COREPOOL_TEST_CRASH_ON_MARKER)
   }
-  std::string error = shm::request_problem(r, layout_);
-  if (error.empty()) error = item_size_error(engine.model().config, kind_of(r), r.samples);
+  // The model's size check is arithmetic on the descriptor alone, so it goes
+  // first and a wrong-sized item gets the same answer as in thread mode; the
+  // layout check then guards every read of the slot.
+  std::string error = item_size_error(engine.model().config, kind_of(r), r.samples);
+  if (error.empty()) error = shm::request_problem(r, layout_);
   if (error.empty()) return true;
   std::snprintf(slot(r.slot % shm::kRingSlots) + layout_.result_offset, shm::kErrorTextBytes, "%s", error.c_str());
   complete(r, 1);
