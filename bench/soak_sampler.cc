@@ -10,7 +10,7 @@
 
 #include "bench/soak_http.h"
 #include "bench/soak_server.h"
-#include "supervisor/process_memory.h"
+#include "supervisor/pool/process_memory.h"
 
 namespace soak {
 namespace {

@@ -29,7 +29,7 @@ struct Config {
   int hang_timeout_ms = 10000;   // process mode: a worker silent this long is killed and replaced
   int max_requests = 0;          // process mode: recycle a worker after this many segments; 0 = never
   int max_rss_mb = 0;            // process mode: recycle a worker whose RSS exceeds this; 0 = never
-  std::string allocator = "jemalloc";  // "jemalloc" | "system" (glibc malloc); see supervisor/allocator.h
+  std::string allocator = "jemalloc";  // "jemalloc" | "system" (glibc malloc); see supervisor/pool/allocator.h
   // [batch]
   std::string out_dir = "corepool-out";  // where batch writes one .jsonl per input
   bool force = false;                    // redo files whose result is already complete

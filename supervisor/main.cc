@@ -14,20 +14,19 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
-#include <torch/version.h>
 
 #include "config/config.h"
-#include "supervisor/allocator.h"
-#include "supervisor/batch.h"
-#include "supervisor/bench.h"
-#include "supervisor/doctor.h"
-#include "supervisor/executor_factory.h"
-#include "supervisor/manifest.h"
-#include "supervisor/merge.h"
-#include "supervisor/process_pool.h"
-#include "supervisor/serve.h"
+#include "supervisor/pool/allocator.h"
+#include "supervisor/batch/batch.h"
+#include "supervisor/bench/bench.h"
+#include "supervisor/doctor/doctor.h"
+#include "supervisor/pool/executor_factory.h"
+#include "supervisor/batch/manifest.h"
+#include "supervisor/batch/merge.h"
+#include "supervisor/pool/process_pool.h"
+#include "supervisor/serve/serve.h"
 #include "supervisor/startup_report.h"
-#include "supervisor/tune.h"
+#include "supervisor/bench/tune.h"
 #include "worker/cpus.h"
 #include "worker/model.h"
 #include "worker/runtime.h"
@@ -277,7 +276,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (app.got_subcommand("version")) {
-    std::printf("corepool %s (LibTorch %s)\n", COREPOOL_VERSION, TORCH_VERSION);
+    std::printf("corepool %s (LibTorch %s)\n", COREPOOL_VERSION, corepool::libtorch_version().c_str());
     return kOk;
   }
   corepool::Config cfg;

@@ -1,21 +1,21 @@
 // One source of facts: the lines come from the doctor's own checks
-// (supervisor/doctor_host.h), so the startup log and `corepool doctor` can
+// (supervisor/doctor/doctor_host.h), so the startup log and `corepool doctor` can
 // never disagree. The checks that need the config's worker count or a model
 // are left to the doctor.
 #include "supervisor/startup_report.h"
 
-#include <ATen/Parallel.h>
 #include <spdlog/spdlog.h>
 
-#include "supervisor/doctor_host.h"
+#include "supervisor/doctor/doctor_host.h"
 #include "worker/cpus.h"
+#include "worker/runtime.h"
 
 namespace corepool {
 
 void log_host_facts() {
   // "" for the wanted allocator: ensure_allocator() has already logged why
   // jemalloc could not be preloaded, if that is what happened.
-  for (const CheckResult& r : process_checks(at::get_num_threads(), "")) {
+  for (const CheckResult& r : process_checks(intra_op_threads_now(), "")) {
     if (r.verdict == Verdict::kOk) {
       spdlog::info("{}: {}", r.name, r.found);
     } else {

@@ -2,7 +2,7 @@
 // why: the doctor's process checks (LibTorch, BLAS, oneDNN, CPU ISA, thread
 // variables, allocator, transparent huge pages) and the usable cpus. Called
 // once by main() after the runtime threads are configured; `corepool doctor`
-// prints the full checklist instead (supervisor/doctor.h).
+// prints the full checklist instead (supervisor/doctor/doctor.h).
 #pragma once
 
 namespace corepool {

@@ -13,7 +13,7 @@
 #include <memory>
 #include <stdexcept>
 
-#include "worker/audio_stream.h"
+#include "audio/audio_stream.h"
 
 extern char** environ;
 

@@ -30,7 +30,7 @@ std::string item_size_error(const ModelConfig& config, TaskInput input, size_t f
 }
 
 Engine::Engine(std::shared_ptr<const LoadedModel> model)
-    : model_(std::move(model)), module_(model_->module), features_(model_->config) {}
+    : model_(std::move(model)), module_(module_of(*model_)), features_(model_->config) {}
 
 torch::Tensor Engine::forward(const torch::Tensor& input) {
   c10::InferenceMode guard;

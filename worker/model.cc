@@ -2,6 +2,8 @@
 // Runs no LibTorch op: in process mode the supervisor loads before it forks.
 #include "worker/model.h"
 
+#include "worker/torch_module.h"
+
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -45,17 +47,19 @@ std::shared_ptr<const LoadedModel> load_model(const std::string& dir) {
   } catch (const ConfigError& e) {
     throw ModelError(e.what());
   }
+  model->torch = std::make_shared<TorchModule>();
+  torch::jit::Module& module = model->torch->module;
   try {
-    model->module = torch::jit::load(pt_path, torch::kCPU);
+    module = torch::jit::load(pt_path, torch::kCPU);
   } catch (const c10::Error& e) {
     throw ModelError(pt_path + ": not a loadable TorchScript module: " + e.what_without_backtrace());
   } catch (const std::exception& e) {
     throw ModelError(pt_path + ": not a loadable TorchScript module: " + e.what());
   }
-  model->module.eval();
-  for (auto p : model->module.parameters()) p.set_requires_grad(false);
-  if (!model->module.find_method("forward")) throw ModelError(pt_path + ": module has no forward()");
-  model->weight_bytes = count_weight_bytes(model->module);
+  module.eval();
+  for (auto p : module.parameters()) p.set_requires_grad(false);
+  if (!module.find_method("forward")) throw ModelError(pt_path + ": module has no forward()");
+  model->weight_bytes = count_weight_bytes(module);
   return model;
 }
 

@@ -1,13 +1,12 @@
 // Loading a model directory (model.pt + model.toml) into memory, once per
-// process. The LoadedModel is shared read-only by every engine thread; its
-// torch::jit::Module handle may be copied freely (copies share the weights).
+// process. The LoadedModel is shared read-only by every engine thread. This
+// header is free of LibTorch: the module sits behind TorchModule, which only
+// code that runs LibTorch sees (worker/torch_module.h).
 #pragma once
 
 #include <memory>
 #include <stdexcept>
 #include <string>
-
-#include <torch/script.h>
 
 #include "config/model_config.h"
 
@@ -18,11 +17,14 @@ struct ModelError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The TorchScript module; defined in worker/torch_module.h.
+struct TorchModule;
+
 struct LoadedModel {
   std::string dir;
   ModelConfig config;
-  torch::jit::Module module;  // eval()'d; parameters never require grad
-  size_t weight_bytes = 0;    // parameters + buffers
+  std::shared_ptr<TorchModule> torch;  // never null after load_model
+  size_t weight_bytes = 0;             // parameters + buffers
 };
 
 // Throws ModelError: missing directory, missing/unreadable model.pt, a file that

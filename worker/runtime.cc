@@ -4,7 +4,9 @@
 
 #include <dlfcn.h>
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <torch/version.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <spdlog/spdlog.h>
 
@@ -66,5 +68,23 @@ std::string describe_runtime_threads() {
   return "intra-op threads " + std::to_string(at::get_num_threads()) + ", inter-op threads " +
          std::to_string(applied_inter_op) + ", OpenBLAS threads " + std::to_string(openblas_threads());
 }
+
+int intra_op_threads_now() { return at::get_num_threads(); }
+
+std::string libtorch_version() { return TORCH_VERSION; }
+
+// Compile-time answer: asking at::get_parallel_info() would create the inter-op
+// pool, and a process that forks workers must not own threads it cannot hand on.
+const char* parallel_backend() {
+#if AT_PARALLEL_OPENMP
+  return "OpenMP";
+#elif AT_PARALLEL_NATIVE_TBB
+  return "native + TBB";
+#else
+  return "native";
+#endif
+}
+
+bool onednn_available() { return at::hasMKLDNN(); }
 
 }  // namespace corepool

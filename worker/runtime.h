@@ -20,6 +20,13 @@ bool configure_runtime_threads(const RuntimeThreads& threads);
 // The inter-op count set by configure_runtime_threads (0 if never called).
 int configured_interop_threads();
 
+// LibTorch facts for reports (doctor, --version), so that callers need not
+// include LibTorch's headers. None of them starts a thread pool.
+int intra_op_threads_now();           // at::get_num_threads()
+std::string libtorch_version();       // TORCH_VERSION, e.g. "1.13.1"
+const char* parallel_backend();       // "OpenMP", "native + TBB" or "native" (compile time)
+bool onednn_available();              // at::hasMKLDNN()
+
 // What the runtime reports now (at::get_num_threads etc.), as one log line.
 std::string describe_runtime_threads();
 

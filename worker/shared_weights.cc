@@ -4,6 +4,8 @@
 // which a forked child cannot use.
 #include "worker/shared_weights.h"
 
+#include "worker/torch_module.h"
+
 #include <cstring>
 #include <stdexcept>
 #include <unordered_map>
@@ -166,7 +168,7 @@ std::vector<const shm::WeightEntry*> match_table(const std::vector<ModuleTensor>
 }  // namespace
 
 SharedWeights share_weights(const LoadedModel& model) {
-  const std::vector<ModuleTensor> tensors = module_tensors(model.module);
+  const std::vector<ModuleTensor> tensors = module_tensors(module_of(model));
   std::vector<shm::WeightSpan> spans;
   size_t weight_bytes = 0;
   for (const ModuleTensor& m : tensors) {
@@ -204,7 +206,7 @@ std::string verify_shared_weights(const SharedWeights& weights) {
 void bind_to_table(const LoadedModel& model, const shm::Segment& segment) {
   const std::string error = shm::verify_weight_segment(segment.data(), segment.size());
   if (!error.empty()) throw std::runtime_error(model.dir + ": cannot bind to the weights: " + error);
-  const std::vector<ModuleTensor> tensors = module_tensors(model.module);
+  const std::vector<ModuleTensor> tensors = module_tensors(module_of(model));
   rebind(tensors, match_table(tensors, segment.data()), segment.data());
 }
 

@@ -13,10 +13,10 @@
 
 #include "tests/engine/test_support.h"
 #include "tools/audio_synth.h"
-#include "worker/audio_stream.h"
+#include "audio/audio_stream.h"
 #include "worker/engine.h"
-#include "worker/events.h"
-#include "worker/segmenter.h"
+#include "audio/events.h"
+#include "audio/segmenter.h"
 
 namespace corepool {
 namespace {

@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "supervisor/shard.h"
+#include "supervisor/batch/shard.h"
 #include "tests/engine/test_support.h"
 #include "tools/audio_synth.h"
 

@@ -13,11 +13,11 @@
 #include <gtest/gtest.h>
 #include <torch/script.h>
 
-#include "supervisor/doctor_capacity.h"
-#include "supervisor/doctor_check.h"
-#include "supervisor/doctor_host.h"
-#include "supervisor/doctor_model.h"
-#include "supervisor/doctor_procfs.h"
+#include "supervisor/doctor/doctor_capacity.h"
+#include "supervisor/doctor/doctor_check.h"
+#include "supervisor/doctor/doctor_host.h"
+#include "supervisor/doctor/doctor_model.h"
+#include "supervisor/doctor/doctor_procfs.h"
 #include "tests/engine/test_support.h"
 
 namespace corepool {

@@ -17,7 +17,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "supervisor/process_pool.h"
+#include "supervisor/pool/process_pool.h"
 #include "tests/engine/test_support.h"
 #include "worker/engine.h"
 #include "worker/thread_executor.h"

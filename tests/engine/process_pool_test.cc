@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
-#include "supervisor/process_pool.h"
+#include "supervisor/pool/process_pool.h"
 #include "tests/engine/test_support.h"
 
 namespace corepool {

@@ -100,7 +100,7 @@ bool every_parameter_inside(const shm::Segment& segment, const torch::jit::Modul
 std::shared_ptr<LoadedModel> model_of(torch::jit::Module module) {
   auto model = std::make_shared<LoadedModel>();
   model->dir = "in-memory";
-  model->module = std::move(module);
+  model->torch = std::make_shared<TorchModule>(TorchModule{std::move(module)});
   return model;
 }
 
@@ -392,7 +392,7 @@ TEST_F(SharedWeightsTest, SharedModuleScoresBitwiseLikeAnUnsharedLoad) {
   const auto unshared = load_model(model_dir());
   const auto model = load_model(model_dir());
   const SharedWeights weights = share_weights(*model);
-  ASSERT_TRUE(every_parameter_inside(weights.segment, model->module));
+  ASSERT_TRUE(every_parameter_inside(weights.segment, module_of(*model)));
   EXPECT_EQ(scores_of(model), scores_of(unshared));
 }
 
@@ -400,7 +400,7 @@ TEST_F(SharedWeightsTest, EveryParameterIsAnAlignedViewIntoTheSegment) {
   const auto model = load_model(model_dir());
   const SharedWeights weights = share_weights(*model);
   size_t count = 0;
-  for (const auto& p : model->module.named_parameters(true)) {
+  for (const auto& p : module_of(*model).named_parameters(true)) {
     const auto address = reinterpret_cast<uintptr_t>(p.value.data_ptr());
     EXPECT_TRUE(inside(weights.segment, p.value.data_ptr())) << p.name;
     EXPECT_EQ(address % 64, 0u) << p.name;
@@ -415,12 +415,12 @@ TEST_F(SharedWeightsTest, EveryDtypeStrideAndSubmoduleTensorKeepsItsValues) {
   auto model = model_of(varied_module());
   std::map<std::string, at::Tensor> before;
   std::map<std::string, std::vector<int64_t>> strides_before;
-  for (const auto& [name, t] : named_tensors(model->module)) {
+  for (const auto& [name, t] : named_tensors(module_of(*model))) {
     before.emplace(name, t.clone());
     strides_before.emplace(name, t.strides().vec());
   }
   const SharedWeights weights = share_weights(*model);
-  const auto after = named_tensors(model->module);
+  const auto after = named_tensors(module_of(*model));
   ASSERT_EQ(after.size(), 11u);
   EXPECT_EQ(weights.entries, 11u);
   for (const auto& [name, t] : after) {
@@ -444,7 +444,7 @@ TEST_F(SharedWeightsTest, LargeModelIsResidentOnceNotTwice) {
   const long shared_kb = testing::current_rss_kb();
   const long weights_kb = static_cast<long>(model->weight_bytes / 1024);
   ASSERT_GT(weights_kb, 40 * 1024) << "the large model should have ~51 MB of weights";
-  EXPECT_TRUE(inside(weights.segment, model->module.attr("hidden_w").toTensor().data_ptr()));
+  EXPECT_TRUE(inside(weights.segment, module_of(*model).attr("hidden_w").toTensor().data_ptr()));
   EXPECT_GT(loaded_kb - before_kb, weights_kb * 8 / 10) << "loading should make the weights resident";
   // The segment's pages count once (they were just written); the heap copy is gone.
   EXPECT_GT(shared_kb - before_kb, weights_kb * 8 / 10);
@@ -498,7 +498,7 @@ TEST_F(SharedWeightsTest, VerifyDetectsOneCorruptedByteAndARewrittenHeader) {
 TEST_F(SharedWeightsTest, ParameterNameLongerThanTheTableHoldsIsAClearErrorAndChangesNothing) {
   const std::string name(shm::kMaxWeightNameLength + 1, 'w');
   auto model = model_of(one_tensor_module(name, torch::ones({3})));
-  const void* data = (*model->module.parameters().begin()).data_ptr();
+  const void* data = (*module_of(*model).parameters().begin()).data_ptr();
   try {
     share_weights(*model);
     FAIL() << "no error";
@@ -506,7 +506,7 @@ TEST_F(SharedWeightsTest, ParameterNameLongerThanTheTableHoldsIsAClearErrorAndCh
     EXPECT_THAT(e.what(), HasSubstr("parameter '" + name + "'"));
     EXPECT_THAT(e.what(), HasSubstr("at most " + std::to_string(shm::kMaxWeightNameLength)));
   }
-  EXPECT_EQ((*model->module.parameters().begin()).data_ptr(), data);
+  EXPECT_EQ((*module_of(*model).parameters().begin()).data_ptr(), data);
 }
 
 TEST_F(SharedWeightsTest, QuantizedTensorIsRefusedByName) {
@@ -525,7 +525,7 @@ TEST_F(SharedWeightsTest, FreshLoadBindsToTheTableAndScoresLikeAnUnsharedLoad) {
   const SharedWeights weights = share_weights(*load_model(model_dir()));
   const auto fresh = load_model(model_dir());
   bind_to_table(*fresh, weights.segment);
-  for (const auto& p : fresh->module.named_parameters(true)) {
+  for (const auto& p : module_of(*fresh).named_parameters(true)) {
     EXPECT_TRUE(inside(weights.segment, p.value.data_ptr())) << p.name;
   }
   EXPECT_EQ(scores_of(fresh), scores_of(unshared));
@@ -536,14 +536,14 @@ TEST_F(SharedWeightsTest, FreshLoadBindsToTheTableAndScoresLikeAnUnsharedLoad) {
 std::string bind_error(torch::jit::Module shared, torch::jit::Module module) {
   const SharedWeights weights = share_weights(*model_of(std::move(shared)));
   const auto model = model_of(std::move(module));
-  const void* data = (*model->module.parameters().begin()).data_ptr();
+  const void* data = (*module_of(*model).parameters().begin()).data_ptr();
   std::string error = "no error";
   try {
     bind_to_table(*model, weights.segment);
   } catch (const std::runtime_error& e) {
     error = e.what();
   }
-  EXPECT_EQ((*model->module.parameters().begin()).data_ptr(), data) << "the module changed";
+  EXPECT_EQ((*module_of(*model).parameters().begin()).data_ptr(), data) << "the module changed";
   return error;
 }
 
@@ -589,7 +589,7 @@ ForkReadyModel load_and_share(const char* model_dir) {
 // A child's work: check that the inherited module reads the inherited mapping,
 // then score the fixed segments with it and save the scores.
 int score_into(const ForkReadyModel& shared, const std::string& path) {
-  if (!every_parameter_inside(shared.weights.segment, shared.model->module)) return 4;
+  if (!every_parameter_inside(shared.weights.segment, module_of(*shared.model))) return 4;
   write_scores(path, scores_of(shared.model));
   return 0;
 }
@@ -627,7 +627,7 @@ TEST(SharedWeightsHelper, DISABLED_ChildThatWritesAWeightDiesAlone) {
   // Run by hand without its parent's environment, a helper has nothing to check: that is a failure.
   ASSERT_TRUE(model_dir && scratch) << "a helper of SharedWeightsTest; runs only as its child";
   const ForkReadyModel shared = load_and_share(model_dir);
-  at::Tensor first = *shared.model->module.parameters().begin();
+  at::Tensor first = *module_of(*shared.model).parameters().begin();
   int go[2];
   ASSERT_EQ(::pipe(go), 0);
   // A sibling that is alive while the writers crash, and scores afterwards.

@@ -61,7 +61,7 @@ TEST(TaggerTest, HeldOutSegmentsAreTaggedRightAtLeast95PercentOfTheTime) {
   const ModelConfig cfg = train::tagger_contract(std::string(COREPOOL_TAGGER_MODEL) + "/model.toml");
   // Seed 77 is neither the trainer's training seed (1) nor its held-out seed (1001).
   const train::Dataset held = train::make_dataset(cfg, synth::Split::kHeldOut, 77, 100);
-  torch::jit::Module net = model->module;
+  torch::jit::Module net = module_of(*model);
   const double acc = train::accuracy(net, held, cfg);
   std::printf("held-out accuracy: %.3f over %lld segments\n", acc, static_cast<long long>(held.x.size(0)));
   train::print_confusion(net, held, cfg);

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "tests/fuzz/fuzz_support.h"
-#include "worker/audio_error.h"
-#include "worker/audio_stream.h"
-#include "worker/audio_validation.h"
+#include "audio/audio_error.h"
+#include "audio/audio_stream.h"
+#include "audio/audio_validation.h"
 
 namespace {
 

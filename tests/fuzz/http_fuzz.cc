@@ -1,5 +1,5 @@
 // libFuzzer target: bytes from a client into one HTTP connection of corepool
-// serve (supervisor/http_connection.cc: Boost.Beast's parser, the connection's
+// serve (supervisor/http/http_connection.cc: Boost.Beast's parser, the connection's
 // state machine, limits, pipelining, response writing), behind a handler that
 // routes like serve_routes.cc and parses bodies with the real KServe v2 and
 // audio validation code. One socketpair per input: the client end writes the
@@ -15,12 +15,12 @@
 #include <cstdint>
 #include <string>
 
-#include "supervisor/http_connection.h"
-#include "supervisor/http_wire.h"
-#include "supervisor/inference_protocol.h"
+#include "supervisor/http/http_connection.h"
+#include "supervisor/http/http_wire.h"
+#include "supervisor/serve/inference_protocol.h"
 #include "tests/fuzz/fuzz_support.h"
-#include "worker/audio_error.h"
-#include "worker/audio_validation.h"
+#include "audio/audio_error.h"
+#include "audio/audio_validation.h"
 
 namespace {
 

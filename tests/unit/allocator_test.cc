@@ -2,7 +2,7 @@
 // not linked with jemalloc, and the systemd unit states corepool's default
 // MALLOC_CONF (so the two cannot drift apart). The re-exec itself is tested
 // end to end through the corepool binary (BenchCliTest.EveryPointRunsOnTheAllocatorItNames).
-#include "supervisor/allocator.h"
+#include "supervisor/pool/allocator.h"
 
 #include <filesystem>
 #include <fstream>

@@ -19,8 +19,8 @@
 
 #include "tests/unit/scratch_dir_test_base.h"
 #include "tools/audio_synth.h"
-#include "worker/audio_stream.h"
-#include "worker/audio_validation.h"
+#include "audio/audio_stream.h"
+#include "audio/audio_validation.h"
 
 namespace corepool {
 namespace {

@@ -1,8 +1,8 @@
-// Tests of AudioStream (worker/audio_stream.h): downmix, resampling, block
+// Tests of AudioStream (audio/audio_stream.h): downmix, resampling, block
 // independence, mid-stream errors (NaN, Inf, truncation) and a multi-hour file
 // streamed through AudioStream + Segmenter in bounded memory. The fixture owns
 // a temp dir (multi-hundred-MB files included) and checks for fd leaks.
-#include "worker/audio_stream.h"
+#include "audio/audio_stream.h"
 
 #include <dirent.h>
 #include <gmock/gmock.h>
@@ -18,7 +18,7 @@
 
 #include "tests/unit/scratch_dir_test_base.h"
 #include "tools/audio_synth.h"
-#include "worker/segmenter.h"
+#include "audio/segmenter.h"
 
 namespace corepool {
 namespace {

@@ -1,9 +1,9 @@
-// Tests of validate_audio (worker/audio_validation.h): every header-level
+// Tests of validate_audio (audio/audio_validation.h): every header-level
 // problem gets a one-line AudioError that starts with the path and names the
 // reason and has its kind; good files of every format report their rate,
 // channels and frames. (The same checks on a buffer: audio_memory_test.cc.)
 // The fixture owns a temp dir and checks that no file descriptor leaks.
-#include "worker/audio_validation.h"
+#include "audio/audio_validation.h"
 
 #include <dirent.h>
 #include <gmock/gmock.h>

@@ -1,7 +1,7 @@
 // corepool bench's arithmetic and outputs on hand-made points: medians and
 // spread over repeats, nearest-rank percentiles, the verdict's ratios, the
 // CSV, and the PNGs gnuplot draws from them.
-#include "supervisor/bench_report.h"
+#include "supervisor/bench/bench_report.h"
 
 #include <fstream>
 #include <sstream>
@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "scratch_dir_test_base.h"
-#include "supervisor/bench_stats.h"
+#include "supervisor/bench/bench_stats.h"
 
 namespace corepool {
 namespace {

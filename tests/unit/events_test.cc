@@ -1,8 +1,8 @@
-// Unit tests for EventBuilder (worker/events.h): merging, thresholds, overlap
+// Unit tests for EventBuilder (audio/events.h): merging, thresholds, overlap
 // arithmetic, clipping, emission order under shuffled arrival, bounded memory
 // and error cases. Expected events come from a small offline oracle that sees
 // all scores at once, so it shares no code or streaming logic with the builder.
-#include "worker/events.h"
+#include "audio/events.h"
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
-// Unit tests for supervisor/http_server.h over real sockets: a plain POSIX
+// Unit tests for supervisor/http/http_server.h over real sockets: a plain POSIX
 // client on 127.0.0.1 (ephemeral port) or a Unix socket in a mkdtemp dir.
 // Every client read has a 5 s SO_RCVTIMEO, so no test can hang. The fixture
 // owns the server and the temp dir, and ends with a leak check: after the
 // server is destroyed the process has exactly the fds it had before.
-#include "supervisor/http_server.h"
+#include "supervisor/http/http_server.h"
 
 #include <dirent.h>
 #include <grp.h>

@@ -1,7 +1,7 @@
-// Unit tests for supervisor/manifest.h: the result key of each manifest line
+// Unit tests for supervisor/batch/manifest.h: the result key of each manifest line
 // (common directory, --root, relative lines), what is skipped, and the errors
 // that name the manifest line.
-#include "supervisor/manifest.h"
+#include "supervisor/batch/manifest.h"
 
 #include <filesystem>
 #include <fstream>

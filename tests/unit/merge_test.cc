@@ -1,7 +1,7 @@
-// Unit tests for supervisor/merge.h and shard_report.h: the merged summary of
+// Unit tests for supervisor/batch/merge.h and shard_report.h: the merged summary of
 // results written by several shards, and how a missing result is explained
 // (failed, with the shard's error; or unfinished).
-#include "supervisor/merge.h"
+#include "supervisor/batch/merge.h"
 
 #include <filesystem>
 #include <fstream>
@@ -9,7 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "supervisor/shard_report.h"
+#include "supervisor/batch/shard_report.h"
 #include "tests/unit/scratch_dir_test_base.h"
 
 namespace corepool {

@@ -1,7 +1,7 @@
-// Tests of Resampler (worker/resampler.h): passthrough, refused ratios, output
+// Tests of Resampler (audio/resampler.h): passthrough, refused ratios, output
 // length including the flushed tail, kept frequency, and block independence.
 // Pure in-memory: no files, no fixture.
-#include "worker/resampler.h"
+#include "audio/resampler.h"
 
 #include <gtest/gtest.h>
 

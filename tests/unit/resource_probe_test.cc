@@ -1,6 +1,6 @@
 // ResourceProbe against a real child process: its CPU time lands in the
 // window, it is found by parent pid, and memory samples cover it.
-#include "supervisor/resource_probe.h"
+#include "supervisor/bench/resource_probe.h"
 
 #include <sys/wait.h>
 #include <time.h>

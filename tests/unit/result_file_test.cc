@@ -1,8 +1,8 @@
-// Unit tests for supervisor/result_file.h: the temp-then-rename write of a
+// Unit tests for supervisor/batch/result_file.h: the temp-then-rename write of a
 // batch result, the completeness check used to resume a batch, and the sweep
 // of temp files left by dead runs. Each test owns a fresh mkdtemp directory;
 // TearDown checks that no temp file was left behind, then removes it.
-#include "supervisor/result_file.h"
+#include "supervisor/batch/result_file.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

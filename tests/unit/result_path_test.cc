@@ -1,7 +1,7 @@
-// Unit tests for supervisor/result_path.h on a real scratch directory: a batch
+// Unit tests for supervisor/batch/result_path.h on a real scratch directory: a batch
 // result lands under the output directory or is refused with a message naming
 // the path and the reason.
-#include "supervisor/result_path.h"
+#include "supervisor/batch/result_path.h"
 
 #include <unistd.h>
 

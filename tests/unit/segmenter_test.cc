@@ -1,8 +1,8 @@
-// Tests of Segmenter (worker/segmenter.h): exact segment starts and contents
+// Tests of Segmenter (audio/segmenter.h): exact segment starts and contents
 // for overlapping, contiguous and gapped hops, the padded tail rules, and the
 // bound on buffered samples. Samples carry their stream position as value, so
 // every check says exactly which samples a segment holds.
-#include "worker/segmenter.h"
+#include "audio/segmenter.h"
 
 #include <gtest/gtest.h>
 

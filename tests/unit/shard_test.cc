@@ -1,8 +1,8 @@
-// Unit tests for supervisor/shard.h: the FNV-1a hash and the split it makes
+// Unit tests for supervisor/batch/shard.h: the FNV-1a hash and the split it makes
 // (every input in exactly one shard, the same split whatever the order or the
 // other directories), --shard parsing, the Slurm / Indexed Job variables, and
 // the temp-file sweep that only touches its own shard's results.
-#include "supervisor/shard.h"
+#include "supervisor/batch/shard.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,9 +17,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "supervisor/inputs.h"
-#include "supervisor/manifest.h"
-#include "supervisor/result_file.h"
+#include "supervisor/batch/inputs.h"
+#include "supervisor/batch/manifest.h"
+#include "supervisor/batch/result_file.h"
 #include "tests/unit/scratch_dir_test_base.h"
 
 namespace corepool {

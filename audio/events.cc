@@ -1,0 +1,137 @@
+// EventBuilder: folds per-segment scores into events in segment-index order
+// through a reorder buffer, and emits each event once nothing that could start
+// earlier is still undecided. Called by the batch driver as results come back;
+// owns the out-of-order scores, one open run per label and the closed backlog.
+#include "audio/events.h"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+#include <utility>
+
+namespace corepool {
+
+EventBuilder::EventBuilder(std::vector<std::string> labels, std::vector<float> thresholds,
+                           double segment_seconds, double hop_seconds, Emit emit)
+    : labels_(std::move(labels)),
+      thresholds_(std::move(thresholds)),
+      segment_seconds_(segment_seconds),
+      hop_seconds_(hop_seconds),
+      emit_(std::move(emit)),
+      open_(labels_.size()) {
+  if (thresholds_.size() != labels_.size()) {
+    throw std::invalid_argument("EventBuilder: " + std::to_string(labels_.size()) +
+                                " labels but " + std::to_string(thresholds_.size()) +
+                                " thresholds");
+  }
+  // `!(x > 0)` also rejects NaN. A zero hop would give every segment the same
+  // start, and the index order would no longer be the start order.
+  if (!(segment_seconds_ > 0) || !(hop_seconds_ > 0)) {
+    throw std::invalid_argument("EventBuilder: segment and hop lengths must be > 0");
+  }
+}
+
+void EventBuilder::add(uint64_t index, const std::vector<float>& scores) {
+  if (finished_) throw std::logic_error("EventBuilder::add after finish");
+  // Validate before touching any state, so a bad call leaves the builder usable.
+  if (scores.size() != labels_.size()) {
+    throw std::invalid_argument("EventBuilder::add: segment " + std::to_string(index) + " has " +
+                                std::to_string(scores.size()) + " scores, expected " +
+                                std::to_string(labels_.size()));
+  }
+  if (index < next_index_ || waiting_.count(index) != 0) {
+    throw std::logic_error("EventBuilder::add: segment " + std::to_string(index) +
+                           " was added twice");
+  }
+  if (index != next_index_) {
+    waiting_.emplace(index, scores);  // a predecessor is still missing
+    return;
+  }
+  fold(index, scores);
+  // The new segment may have been the gap that held back later arrivals.
+  for (auto it = waiting_.begin(); it != waiting_.end() && it->first == next_index_;
+       it = waiting_.erase(it)) {
+    fold(it->first, it->second);
+  }
+}
+
+void EventBuilder::finish(uint64_t total_segments, double duration_seconds) {
+  if (finished_) throw std::logic_error("EventBuilder::finish called twice");
+  const std::string of_total = " (file has " + std::to_string(total_segments) + " segments)";
+  // The highest index seen is either still waiting or was the last one folded.
+  const uint64_t seen_end = waiting_.empty() ? next_index_ : waiting_.rbegin()->first + 1;
+  if (seen_end > total_segments) {
+    throw std::logic_error("EventBuilder::finish: segment " + std::to_string(seen_end - 1) +
+                           " was added" + of_total);
+  }
+  if (next_index_ < total_segments) {
+    throw std::logic_error("EventBuilder::finish: segment " + std::to_string(next_index_) +
+                           " was never added" + of_total);
+  }
+  finished_ = true;
+  for (size_t label = 0; label < open_.size(); ++label) {
+    if (open_[label].active) close(label);
+  }
+  // Everything is closed now, so the whole backlog goes out, in key order.
+  for (const auto& [key, closed] : closed_) {
+    Event event = make_event(key, closed);
+    event.start = std::min(event.start, duration_seconds);
+    event.end = std::min(event.end, duration_seconds);
+    if (event.end > event.start) emit_(event);
+  }
+  closed_.clear();
+}
+
+// Folds segment next_index_ into the per-label runs. A label that goes off
+// closes its run; its event then waits in closed_ until emit_ready lets it go.
+void EventBuilder::fold(uint64_t index, const std::vector<float>& scores) {
+  for (size_t label = 0; label < labels_.size(); ++label) {
+    Open& run = open_[label];
+    const float score = scores[label];
+    if (score >= thresholds_[label]) {  // == threshold is on
+      if (!run.active) {
+        run = Open{true, index, index, score};
+      } else {
+        run.last = index;
+        run.score = std::max(run.score, score);
+      }
+    } else if (run.active) {
+      close(label);
+    }
+  }
+  next_index_ = index + 1;
+  emit_ready();
+}
+
+void EventBuilder::close(size_t label) {
+  Open& run = open_[label];
+  closed_.emplace(Key{run.first, label}, Closed{run.last, run.score});
+  run.active = false;
+}
+
+// Emits closed events whose key is below every open run's key. Events that do
+// not exist yet start at next_index_ or later, and every closed event started
+// before next_index_, so they can never come first. This keeps closed_ empty
+// whenever no run older than the closed events is still open.
+void EventBuilder::emit_ready() {
+  Key oldest_open{std::numeric_limits<uint64_t>::max(), std::numeric_limits<size_t>::max()};
+  for (size_t label = 0; label < open_.size(); ++label) {
+    if (open_[label].active) oldest_open = std::min(oldest_open, Key{open_[label].first, label});
+  }
+  while (!closed_.empty() && closed_.begin()->first < oldest_open) {
+    // Taken out before emit_ runs, so a throwing callback cannot emit it twice.
+    auto node = closed_.extract(closed_.begin());
+    emit_(make_event(node.key(), node.mapped()));
+  }
+}
+
+Event EventBuilder::make_event(const Key& key, const Closed& closed) const {
+  Event event;
+  event.start = static_cast<double>(key.first) * hop_seconds_;
+  event.end = static_cast<double>(closed.last) * hop_seconds_ + segment_seconds_;
+  event.label = labels_[key.second];
+  event.score = closed.score;
+  return event;
+}
+
+}  // namespace corepool

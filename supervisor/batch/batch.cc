@@ -1,0 +1,323 @@
+// The batch driver. The calling thread reads and segments one file after the
+// other and submits segments (blocking when the executor's queue is full);
+// results come back on engine threads through on_complete(), which folds them
+// into the file's EventBuilder under one mutex and finishes the file when its
+// last segment is in. Files overlap, so no core idles at a file boundary.
+// A sharded run takes its 1/N of the inputs first (shard.h) and leaves a
+// shard report for `corepool merge` (shard_report.h).
+#include "supervisor/batch/batch.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "audio/event_json.h"
+#include "supervisor/batch/inputs.h"
+#include "supervisor/batch/manifest.h"
+#include "supervisor/batch/progress.h"
+#include "supervisor/batch/result_file.h"
+#include "supervisor/batch/result_path.h"
+#include "supervisor/batch/shard_report.h"
+#include "supervisor/batch/timeline.h"
+#include "audio/audio_stream.h"
+#include "audio/events.h"
+#include "audio/segmenter.h"
+
+namespace corepool {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+struct FileJob {
+  BatchInput input;
+  std::unique_ptr<ResultFile> out;  // null when writing to stdout
+  std::unique_ptr<EventBuilder> events;
+  uint64_t submitted = 0;
+  uint64_t completed = 0;
+  uint64_t total_segments = 0;
+  double duration = 0;
+  size_t event_count = 0;
+  bool reading_done = false;
+  std::string error;  // non-empty: the file failed
+  Clock::time_point started = Clock::now();
+};
+
+class BatchRun {
+ public:
+  BatchRun(const BatchOptions& options, const ModelConfig& model, Progress& progress)
+      : options_(options), model_(model), progress_(progress) {}
+
+  void process(const BatchInput& input, Executor& executor);
+  void on_complete(SegmentResult&& r);
+  void fail_input(const std::string& key, const std::string& message);
+  BatchStats& stats() { return stats_; }
+
+ private:
+  uint64_t open_job(const BatchInput& input, const std::string& out_path);  // "" = stdout
+  void write(FileJob& job, json line);
+  void submit(uint64_t id, Segment& segment, Executor& executor);
+  void end_reading(uint64_t id, uint64_t total, double duration, const std::string& error);
+  void maybe_finish(uint64_t id);  // requires mu_
+  void finish_ok(FileJob& job);    // requires mu_
+
+  const BatchOptions& options_;
+  const ModelConfig& model_;
+  Progress& progress_;
+  std::mutex mu_;
+  std::map<uint64_t, FileJob> jobs_;
+  uint64_t next_id_ = 0;
+  BatchStats stats_;
+};
+
+void BatchRun::write(FileJob& job, json line) {
+  line["file"] = job.input.relative;
+  if (job.out) {
+    job.out->write_line(line);
+  } else if (options_.timeline) {
+    std::printf("%s\n", timeline_line(line).c_str());
+  } else {
+    std::printf("%s\n", line.dump().c_str());
+  }
+}
+
+uint64_t BatchRun::open_job(const BatchInput& input, const std::string& out_path) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t id = next_id_++;
+  FileJob& job = jobs_[id];
+  job.input = input;
+  if (!out_path.empty()) job.out = std::make_unique<ResultFile>(out_path);
+  job.events = std::make_unique<EventBuilder>(
+      model_.labels, model_.thresholds, model_.segment_seconds, model_.hop_seconds,
+      [this, &job](const Event& e) {
+        ++job.event_count;
+        write(job, event_json(e));
+      });
+  return id;
+}
+
+void BatchRun::submit(uint64_t id, Segment& segment, Executor& executor) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++jobs_[id].submitted;
+  }
+  executor.submit({id, segment.index, std::move(segment.samples)});
+}
+
+void BatchRun::process(const BatchInput& input, Executor& executor) {
+  uint64_t id = 0;
+  try {
+    AudioStream stream(input.path, model_.sample_rate);  // validates before any output exists
+    // Checked again here, just before the file is created: the tree may have changed.
+    id = open_job(input, options_.out_dir == "-" ? "" : result_path(options_.out_dir, input.relative));
+    Segmenter segmenter(model_.segment_samples(), model_.hop_samples());
+    std::vector<float> block;
+    Segment segment;
+    std::string error;
+    try {
+      while (stream.read(block)) {
+        segmenter.push(block.data(), block.size());
+        block.clear();
+        while (segmenter.next(segment)) submit(id, segment, executor);
+      }
+      while (segmenter.finish(segment)) submit(id, segment, executor);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    end_reading(id, segmenter.segments_emitted(),
+                static_cast<double>(segmenter.samples_pushed()) / model_.sample_rate, error);
+  } catch (const std::exception& e) {  // validation or result-file creation failed
+    fail_input(input.relative, e.what());
+  }
+}
+
+void BatchRun::end_reading(uint64_t id, uint64_t total, double duration, const std::string& error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  FileJob& job = jobs_[id];
+  job.reading_done = true;
+  job.total_segments = total;
+  job.duration = duration;
+  if (job.error.empty()) job.error = error;
+  maybe_finish(id);
+}
+
+void BatchRun::on_complete(SegmentResult&& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(r.stream);
+  if (it == jobs_.end()) return;  // late duplicate of a finished file
+  FileJob& job = it->second;
+  ++job.completed;
+  // Progress counts audio as inferred, not as decoded (decoding runs ahead by
+  // the queue's depth): each segment advances the file by one hop.
+  progress_.add_segments(1);
+  progress_.add_audio_seconds(model_.hop_seconds);
+  if (job.error.empty() && !r.error.empty()) {
+    job.error = job.input.path + ": segment " + std::to_string(r.index) + ": " + r.error;
+  }
+  if (job.error.empty()) {
+    try {
+      job.events->add(r.index, r.scores);
+    } catch (const std::exception& e) {
+      job.error = job.input.path + ": " + e.what();
+    }
+  }
+  maybe_finish(r.stream);
+}
+
+void BatchRun::maybe_finish(uint64_t id) {
+  FileJob& job = jobs_[id];
+  if (!job.reading_done || job.completed < job.submitted) return;
+  if (job.error.empty()) {
+    try {
+      finish_ok(job);
+    } catch (const std::exception& e) {
+      job.error = job.input.path + ": " + e.what();
+    }
+  }
+  if (!job.error.empty()) {
+    if (job.out) job.out->abandon();
+    progress_.print_line("error: " + job.error);
+    ++stats_.files_failed;
+    stats_.failures.push_back({job.input.relative, job.error});
+  }
+  progress_.file_done();
+  jobs_.erase(id);
+}
+
+void BatchRun::finish_ok(FileJob& job) {
+  job.events->finish(job.total_segments, job.duration);
+  const double wall = std::chrono::duration<double>(Clock::now() - job.started).count();
+  write(job, {{"summary",
+               {{"duration", rounded(job.duration, 1e3)},
+                {"segments", job.total_segments},
+                {"events", job.event_count},
+                {"wall_seconds", rounded(wall, 1e3)},
+                {"x_realtime", rounded(wall > 0 ? job.duration / wall : 0.0, 1e1)}}}});
+  if (job.out) job.out->commit();
+  ++stats_.files_ok;
+  stats_.segments += job.total_segments;
+  stats_.audio_seconds += job.duration;
+}
+
+void BatchRun::fail_input(const std::string& key, const std::string& message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  progress_.print_line("error: " + message);
+  ++stats_.files_failed;
+  stats_.failures.push_back({key, message});
+  progress_.file_done();
+}
+
+double total_audio_seconds(const std::vector<BatchInput>& inputs) {
+  double total = 0;
+  for (const auto& in : inputs) {
+    try {
+      total += validate_audio(in.path).duration_seconds();
+    } catch (const AudioError&) {
+      // reported when the file's turn comes
+    }
+  }
+  return total;
+}
+
+// This run's inputs: arguments and manifest, cut to the shard. Errors of one
+// input go with its shard; errors of a whole argument stay in every shard.
+InputList shard_inputs(const BatchOptions& options) {
+  InputList listed = options.manifest.empty() ? InputList{} : read_manifest(options.manifest, options.root);
+  InputList all = expand_inputs(options.paths, std::move(listed));
+  InputList mine;
+  for (auto& in : all.inputs) {
+    if (options.shard.owns(in.relative)) mine.inputs.push_back(std::move(in));
+  }
+  for (auto& e : all.errors) {
+    if (e.key.empty() || options.shard.owns(e.key)) mine.errors.push_back(std::move(e));
+  }
+  check_listed_files(mine);
+  return mine;
+}
+
+// Temp files of results (and the report) of this shard; other shards may be
+// writing theirs into the same directory from other hosts right now.
+std::function<bool(const std::string&)> owned_temp_files(const ShardSpec& shard) {
+  if (!shard.sharded()) return {};
+  const std::string report = std::string(kShardReportDir) + "/" + std::to_string(shard.index) + "-of-" +
+                             std::to_string(shard.count) + ".json";
+  return [shard, report](const std::string& relative) {
+    constexpr std::string_view kSuffix = ".jsonl";
+    if (relative == report) return true;
+    if (relative.size() <= kSuffix.size() || relative.compare(relative.size() - kSuffix.size(), kSuffix.size(),
+                                                              kSuffix) != 0) {
+      return false;
+    }
+    return shard.owns(std::string_view(relative).substr(0, relative.size() - kSuffix.size()));
+  };
+}
+
+void report_shard(const BatchOptions& options, const BatchStats& stats) {
+  if (!options.shard.sharded() || options.out_dir == "-") return;
+  ShardReport report;
+  report.index = options.shard.index;
+  report.count = options.shard.count;
+  report.inputs = stats.shard_inputs;
+  report.done = stats.files_ok;
+  report.skipped = stats.files_skipped;
+  report.audio_seconds = stats.audio_seconds;
+  report.wall_seconds = stats.wall_seconds;
+  report.failures = stats.failures;
+  write_shard_report(options.out_dir, report);
+}
+
+}  // namespace
+
+BatchStats run_batch(const BatchOptions& options, const ModelConfig& model,
+                     const ExecutorFactory& make_executor) {
+  const auto start = Clock::now();
+  InputList list = shard_inputs(options);
+  if (options.out_dir != "-") sweep_stale_temp_files(options.out_dir, owned_temp_files(options.shard));
+  std::vector<BatchInput> todo;
+  size_t skipped = 0, refused = 0;  // refused: inputs whose result path would leave --out
+  for (const auto& in : list.inputs) {
+    std::string out;
+    try {
+      if (options.out_dir != "-") out = result_path(options.out_dir, in.relative);
+    } catch (const std::exception& e) {
+      list.errors.push_back({in.relative, in.path + ": " + e.what()});
+      ++refused;
+      continue;
+    }
+    if (!options.force && !out.empty() && result_is_complete(out)) {
+      ++skipped;
+      continue;
+    }
+    todo.push_back(in);
+  }
+  Progress progress(options.progress, todo.size(),
+                    options.progress ? total_audio_seconds(todo) : 0.0);
+  BatchRun run(options, model, progress);
+  for (const auto& e : list.errors) run.fail_input(e.key, e.message);
+  Clock::time_point ready, drained;
+  {
+    std::unique_ptr<Executor> executor =
+        make_executor([&run](SegmentResult&& r) { run.on_complete(std::move(r)); });
+    ready = Clock::now();
+    for (const auto& in : todo) run.process(in, *executor);
+    executor->wait_idle();
+    drained = Clock::now();
+  }
+  BatchStats stats = run.stats();
+  stats.files_skipped = skipped;
+  stats.shard_inputs = list.inputs.size() + list.errors.size() - refused;  // a refused input is in both
+  const auto end = Clock::now();
+  stats.wall_seconds = std::chrono::duration<double>(end - start).count();
+  stats.serving_seconds = std::chrono::duration<double>(drained - ready).count();
+  report_shard(options, stats);
+  return stats;
+}
+
+}  // namespace corepool

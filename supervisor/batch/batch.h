@@ -1,0 +1,48 @@
+// `corepool batch`: every input file goes through validation -> features ->
+// inference -> post-processing, and gets one JSON Lines result (events ordered
+// by time, then a summary line), written atomically. The executor (thread mode
+// now, process mode later) is created by the caller's factory.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/model_config.h"
+#include "supervisor/batch/inputs.h"
+#include "supervisor/batch/shard.h"
+#include "supervisor/pool/executor_factory.h"
+
+namespace corepool {
+
+struct BatchOptions {
+  std::vector<std::string> paths;  // files, directories, glob patterns
+  std::string manifest;            // a file listing inputs, one per line (see manifest.h)
+  std::string root;                // the manifest's result root; empty: its common directory
+  ShardSpec shard;                 // this run's 1/N of the inputs (sharded: writes a shard report)
+  std::string out_dir = "corepool-out";  // "-" writes every line to stdout
+  bool force = false;              // redo inputs whose result is complete
+  bool progress = false;           // draw the progress bar on stderr
+  bool timeline = false;           // with out_dir "-": human-readable lines (timeline.h), not JSON
+};
+
+struct BatchStats {
+  size_t files_ok = 0;
+  size_t files_failed = 0;   // including arguments that named no file
+  size_t files_skipped = 0;  // result already complete
+  size_t shard_inputs = 0;   // inputs of this shard (all inputs when not sharded)
+  std::vector<InputError> failures;  // one per failed file or argument
+  uint64_t segments = 0;
+  double audio_seconds = 0;
+  double wall_seconds = 0;
+  double serving_seconds = 0;  // from "executor ready" to the end: what benchmarks compare
+  int exit_code() const { return files_failed > 0 ? 1 : 0; }
+};
+
+// Errors (one line each, naming the file) go to stderr; the run goes on.
+// Throws ManifestError if the manifest cannot be used.
+BatchStats run_batch(const BatchOptions& options, const ModelConfig& model,
+                     const ExecutorFactory& make_executor);
+
+}  // namespace corepool

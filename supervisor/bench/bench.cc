@@ -1,0 +1,167 @@
+// The sweep: every configuration the options name, each point a fresh child
+// process, interleaved across repeats (and in reverse order every other
+// repeat) so that drift and position hit every configuration alike. Ends with
+// results.csv, results.json, the plots and a verdict (bench_report.h).
+#include "supervisor/bench/bench.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "supervisor/bench/bench_report.h"
+#include "tools/audio_synth.h"
+#include "worker/cpus.h"
+#include "worker/model.h"
+
+namespace corepool {
+
+const std::vector<std::string> kBenchKinds = {"ceiling-threads", "ceiling-processes", "thread", "process",
+                                              "defaults"};
+
+namespace {
+
+using nlohmann::json;
+
+std::vector<int> unique_sorted(std::vector<int> v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+std::vector<int> default_worker_counts(int usable, bool quick) {
+  if (quick) return unique_sorted({1, usable, 2 * usable});
+  std::vector<int> v;
+  for (int n = 1; n <= 2 * usable; ++n) v.push_back(n);
+  return v;
+}
+
+std::vector<int> default_intra_ops(int usable, bool quick) {
+  return unique_sorted(quick ? std::vector<int>{1, std::max(2, usable)} : std::vector<int>{1, 2, usable});
+}
+
+// The grid. LibTorch's defaults have one intra-op setting (its own). --quick
+// keeps what its plots draw: intra-op settings in one process (thread mode and
+// its ceiling, the field's figure), processes at intra-op 1, and the
+// allocators compared at the point the memory plot shows.
+std::vector<SweepPoint> sweep_grid(const BenchOptions& o, int usable) {
+  const auto kinds = o.modes.empty() ? kBenchKinds : o.modes;
+  const auto counts = o.worker_counts.empty() ? default_worker_counts(usable, o.quick) : o.worker_counts;
+  const auto intras = o.intra_ops.empty() ? default_intra_ops(usable, o.quick) : o.intra_ops;
+  const bool pick_allocators = !o.allocators.empty();
+  const std::vector<std::string> allocators =
+      pick_allocators ? o.allocators : std::vector<std::string>{"jemalloc", "system"};
+  std::vector<SweepPoint> grid;
+  for (const auto& alloc : allocators) {
+    for (const auto& kind : kinds) {
+      for (int n : counts) {
+        for (int intra : kind == "defaults" ? std::vector<int>{0} : intras) {
+          const bool memory_point = (kind == "thread" || kind == "process") && intra == 1 && n == usable;
+          const bool processes = kind == "process" || kind == "ceiling-processes";
+          if (o.quick && o.intra_ops.empty() && processes && intra != 1) continue;
+          if (o.quick && !pick_allocators && alloc != "jemalloc" && !memory_point) continue;
+          grid.push_back({kind, n, intra, alloc});
+        }
+      }
+    }
+  }
+  return grid;
+}
+
+// The table, the files, the plots and the verdict of a finished sweep.
+void report(const std::string& dir, const json& host, const std::vector<PointSummary>& points) {
+  const int usable = host.at("usable_cpus");
+  print_summary_table(points);
+  const auto lines = verdict(points, usable);
+  write_csv(dir + "/results.csv", points);
+  write_json(dir + "/results.json", host, points, lines);
+  const auto pngs = write_plots(dir, points, host.at("audio_seconds"), usable);
+  std::printf("\nOn this host (%d usable cpus):\n", usable);
+  for (const auto& l : lines) std::printf("  - %s\n", l.c_str());
+  std::printf("\nwrote %s/results.csv, %s/results.json", dir.c_str(), dir.c_str());
+  for (const auto& png : pngs) std::printf(", %s", png.c_str());
+  std::printf("\n");
+}
+
+int replot(const BenchOptions& o) {
+  json host;
+  const auto points = read_json(o.out_dir + "/results.json", &host);
+  report(o.out_dir, host, points);
+  return 0;
+}
+
+}  // namespace
+
+json run_point_child(const BenchOptions& o, const SweepPoint& p, const std::string& audio) {
+  const std::string out =
+      run_self({"--log-level", "warn", "--allocator", p.allocator, "bench", "--point", p.kind, "--audio", audio,
+                "--model", o.model_dir, "--workers", std::to_string(p.workers), "--intra-op-threads",
+                std::to_string(p.intra_op), "--inter-op-threads", p.kind == "defaults" ? "0" : "1", "--max-batch",
+                std::to_string(p.max_batch > 0 ? p.max_batch : o.max_batch), o.pin ? "--pin" : "--no-pin"});
+  json j = json::parse(out);
+  if (j["allocator"] != p.allocator) {
+    throw std::runtime_error("bench: point " + p.label() + " ran on " + j["allocator"].get<std::string>() +
+                             " (the allocator switch did not take)");
+  }
+  return j;
+}
+
+std::string run_self(const std::vector<std::string>& args) {
+  // Resolved here: inside popen's shell, /proc/self/exe would be the shell.
+  std::string cmd = std::filesystem::read_symlink("/proc/self/exe").string();
+  for (const auto& a : args) cmd += " '" + a + "'";
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) throw std::runtime_error("bench: cannot run " + cmd);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = ::pclose(p);
+  if (status != 0) throw std::runtime_error("bench: point failed (" + cmd + ")");
+  return out;
+}
+
+int run_bench(const BenchOptions& o) {
+  if (o.memory) return run_memory_bench(o);
+  if (o.replot) return replot(o);
+  const auto started = std::chrono::steady_clock::now();
+  auto model = load_model(o.model_dir);  // fails early, with the model error, if unusable
+  const CpuBudget budget = usable_cpus();
+  std::filesystem::create_directories(o.out_dir);
+  char tmpl[] = "/tmp/corepool-bench-XXXXXX";
+  if (!::mkdtemp(tmpl)) throw std::runtime_error("bench: cannot create a temp dir");
+  const std::string audio = std::string(tmpl) + "/bench.wav";
+  const synth::FileSpec spec = synth::demo_of_seconds(o.audio_seconds, model->config.sample_rate);
+  synth::write_audio(audio, spec);
+
+  const std::vector<SweepPoint> grid = sweep_grid(o, budget.usable);
+  std::printf("corepool bench: model %s, %d usable cpu(s), max batch %d, %.0f s of audio, %zu configurations x %d "
+              "repeat(s)\n", o.model_dir.c_str(), budget.usable, o.max_batch, synth::duration_seconds(spec),
+              grid.size(), o.repeats);
+  std::vector<std::vector<json>> runs(grid.size());
+  for (int r = 0; r < o.repeats; ++r) {
+    for (size_t k = 0; k < grid.size(); ++k) {
+      const size_t i = r % 2 == 0 ? k : grid.size() - 1 - k;
+      runs[i].push_back(run_point_child(o, grid[i], audio));
+      std::printf("  repeat %d  %-34s %8.2f s %8.1f segments/s\n", r + 1, grid[i].label().c_str(),
+                  runs[i].back()["seconds"].get<double>(),
+                  runs[i].back()["segments"].get<double>() / runs[i].back()["seconds"].get<double>());
+      std::fflush(stdout);
+    }
+  }
+  std::filesystem::remove_all(tmpl);
+
+  std::vector<PointSummary> points;
+  for (size_t i = 0; i < grid.size(); ++i) points.push_back(summarize(grid[i], runs[i], model->config.hop_seconds));
+  const json host = {{"usable_cpus", budget.usable}, {"model", o.model_dir}, {"max_batch", o.max_batch},
+                     {"audio_seconds", synth::duration_seconds(spec)}, {"repeats", o.repeats},
+                     {"latency", "pipeline kinds: one segment, submit to result, 2 x workers x max_batch in flight; "
+                                 "ceilings: forward() of one batch"}};
+  report(o.out_dir, host, points);
+  std::printf("bench took %.0f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  return 0;
+}
+
+}  // namespace corepool

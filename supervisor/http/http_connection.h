@@ -1,0 +1,109 @@
+// One accepted HTTP/1.1 connection of HttpServer: reads into a buffer, feeds
+// Boost.Beast's request parser, hands each complete request to its owner, and
+// writes the answer; one request at a time (pipelined bytes wait unparsed).
+// Lives on the loop thread only. The owner (HttpServer::Impl) holds it until
+// on_closed(), which runs after both of its libuv handles are closed.
+#pragma once
+
+#include <uv.h>
+
+#include <boost/beast/http.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "supervisor/http/http_server.h"
+#include "supervisor/http/http_stats.h"
+
+namespace corepool::http {
+
+class Connection;
+
+class ConnectionOwner {
+ public:
+  virtual const HttpServerOptions& options() const = 0;
+  virtual StatsBoard& stats_board() = 0;
+  virtual void on_request(Connection& connection, HttpRequest&& request) = 0;
+  virtual void on_closed(Connection& connection) = 0;  // may delete the connection
+
+ protected:
+  ~ConnectionOwner() = default;
+};
+
+enum class ConnState {
+  kIdle,       // between requests: idle timeout (header timeout before the first)
+  kHeaders,    // some header bytes in: header timeout
+  kBody,       // headers done, body incomplete: body timeout
+  kHandling,   // the handler has the request: no timer
+  kWriting,    // a final response is being written: idle timeout as send timeout
+  kLingering,  // last response sent, write side shut: drain input, then close
+  kClosed,     // uv_close issued; waiting for the close callbacks
+};
+
+class Connection {
+ public:
+  Connection(ConnectionOwner& owner, uv_loop_t* loop, std::uint64_t id, bool is_pipe);
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  uv_stream_t* stream() { return &handle_.stream; }
+  std::uint64_t id() const { return id_; }
+  std::uint64_t request_seq() const { return seq_; }
+  bool counted() const { return counted_; }  // accepted and not rejected: an open connection
+
+  void start();                            // after uv_accept: serve
+  void reject(int status, std::string_view message);  // after uv_accept: answer once, close
+  void deliver(std::uint64_t seq, HttpResponse&& response);  // a Responder's answer
+  void begin_drain();                      // the server stops: finish the current exchange
+  void close();                            // now; idempotent
+
+ private:
+  enum class WriteKind { kInterim, kFinal };
+  struct WriteReq;
+  using Parser = boost::beast::http::request_parser<boost::beast::http::string_body>;
+
+  void on_read(ssize_t nread, const uv_buf_t* buf);
+  void on_eof();
+  void pump();
+  bool feed_parser();
+  void begin_request();
+  void on_header_done();
+  void on_parse_error(const boost::beast::error_code& ec);
+  void dispatch();
+  void respond(HttpResponse&& response, bool close_after);
+  void send_error(int status, std::string_view message);
+  void write(std::string bytes, WriteKind kind);
+  static void on_write(uv_write_t* req, int status);
+  void on_final_written();
+  void linger();
+  void arm_timer(int ms);
+  void on_timer();
+  void update_reading();
+
+  ConnectionOwner& owner_;
+  const std::uint64_t id_;
+  union {
+    uv_handle_t handle;
+    uv_stream_t stream;
+    uv_tcp_t tcp;
+    uv_pipe_t pipe;
+  } handle_;
+  uv_timer_t timer_;
+  uv_shutdown_t shutdown_;
+  int pending_closes_ = 0;
+  ConnState state_ = ConnState::kIdle;
+  std::string inbuf_;             // read but not yet parsed
+  std::optional<Parser> parser_;  // the request being parsed
+  std::uint64_t seq_ = 0;         // of the request in flight
+  bool counted_ = false;
+  bool reading_ = false;
+  bool peer_eof_ = false;     // the client shut its write side
+  bool close_after_ = false;  // close once the current response is written
+  bool keep_alive_ = true;    // of the current request
+  bool http10_ = false;
+  bool head_ = false;
+};
+
+}  // namespace corepool::http

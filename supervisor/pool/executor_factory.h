@@ -1,0 +1,25 @@
+// Builds the executor a Config asks for: N engine threads in this process
+// (thread mode) or a pool of forked workers (process mode). Shared by batch,
+// serve (once per generation: start and every reload) and main's logging.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "config/config.h"
+#include "worker/executor.h"
+#include "worker/model.h"
+
+namespace corepool {
+
+// Builds an executor whose results go to the given callback.
+using ExecutorFactory = std::function<std::unique_ptr<Executor>(Executor::Completion)>;
+
+// Workers the config asks for: engine.workers, or one per usable cpu when 0.
+int effective_workers(const Config& config);
+
+// The factory defers construction so that the caller chooses the completion
+// callback. Construction throws ModelError when the model cannot run here.
+ExecutorFactory make_executor_factory(const Config& config, std::shared_ptr<const LoadedModel> model);
+
+}  // namespace corepool

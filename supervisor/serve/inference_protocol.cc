@@ -1,0 +1,259 @@
+// KServe v2 JSON for corepool models. Every check names the field it failed
+// on, so a client can fix its request from the 400 alone.
+#include "supervisor/serve/inference_protocol.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+namespace corepool::oip {
+namespace {
+
+using json = nlohmann::json;
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string expected_shape(const ModelConfig& model, int64_t max_batch) {
+  std::string s = "[B";
+  for (int64_t d : model.item_shape()) s += ", " + std::to_string(d);
+  return s + "] with B = 1.." + std::to_string(max_batch);
+}
+
+const json& member(const json& obj, const char* key, const std::string& where) {
+  auto it = obj.find(key);
+  if (it == obj.end()) throw ProtocolError(where + ": missing \"" + key + "\"");
+  return *it;
+}
+
+// The shape of inputs[0], checked against [B, item_shape...]; returns B.
+int64_t check_shape(const json& input, const ModelConfig& model, int64_t max_batch) {
+  const json& shape = member(input, "shape", "inputs[0]");
+  if (!shape.is_array()) throw ProtocolError("inputs[0].shape: must be an array of integers");
+  std::vector<int64_t> dims;
+  for (const json& d : shape) {
+    if (!d.is_number_integer()) throw ProtocolError("inputs[0].shape: must be an array of integers");
+    dims.push_back(d.get<int64_t>());
+  }
+  const std::vector<int64_t> item = model.item_shape();
+  bool ok = dims.size() == item.size() + 1 && dims[0] >= 1 && dims[0] <= max_batch;
+  for (size_t i = 0; ok && i < item.size(); ++i) ok = dims[i + 1] == item[i];
+  if (!ok) {
+    throw ProtocolError("inputs[0].shape: expected " + expected_shape(model, max_batch) + ", got " +
+                        shape_text(dims));
+  }
+  return dims[0];
+}
+
+void check_datatype(const json& input) {
+  const json& dt = member(input, "datatype", "inputs[0]");
+  static const char* kAccepted[] = {"FP32", "FP64", "FP16", "INT8", "INT16", "INT32", "INT64",
+                                    "UINT8", "UINT16", "UINT32", "UINT64"};
+  if (dt.is_string()) {
+    for (const char* a : kAccepted) {
+      if (dt.get<std::string>() == a) return;
+    }
+  }
+  throw ProtocolError("inputs[0].datatype: " + dt.dump() + " is not a numeric datatype (the model takes FP32)");
+}
+
+// Row-major flattening of flat or nested "data"; every leaf a finite number.
+void flatten(const json& data, std::vector<float>& out, size_t limit) {
+  if (data.is_array()) {
+    for (const json& v : data) flatten(v, out, limit);
+    return;
+  }
+  if (!data.is_number()) throw ProtocolError("inputs[0].data: element " + std::to_string(out.size()) +
+                                             " is " + data.dump() + ", not a number");
+  if (out.size() == limit) throw ProtocolError("inputs[0].data: more elements than the shape holds");
+  const double v = data.get<double>();
+  if (!std::isfinite(v) || std::fabs(v) > std::numeric_limits<float>::max()) {
+    throw ProtocolError("inputs[0].data: element " + std::to_string(out.size()) + " is not a finite FP32 value");
+  }
+  out.push_back(static_cast<float>(v));
+}
+
+void check_outputs(const json& req) {
+  auto it = req.find("outputs");
+  if (it == req.end()) return;
+  if (!it->is_array()) throw ProtocolError("outputs: must be an array");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& o = (*it)[i];
+    auto name = o.is_object() ? o.find("name") : o.end();
+    if (!o.is_object() || name == o.end() || !name->is_string() || name->get<std::string>() != kOutputName) {
+      throw ProtocolError("outputs[" + std::to_string(i) + "]: the model has one output, named \"" +
+                          std::string(kOutputName) + "\"");
+    }
+  }
+}
+
+// Everything but the data: the request object, its one input, the batch.
+struct Header {
+  std::string id;
+  int64_t batch = 0;
+};
+
+const json& the_input(const json& req, const ModelConfig& model, int64_t max_batch, Header& header) {
+  if (!req.is_object()) throw ProtocolError("the request body must be a JSON object");
+  if (auto id = req.find("id"); id != req.end()) {
+    if (!id->is_string()) throw ProtocolError("id: must be a string");
+    header.id = id->get<std::string>();
+  }
+  const json& inputs = member(req, "inputs", "request");
+  if (!inputs.is_array() || inputs.size() != 1 || !inputs[0].is_object()) {
+    throw ProtocolError("inputs: the model takes exactly one input object, named \"" + std::string(kInputName) + "\"");
+  }
+  const json& input = inputs[0];
+  const json& name = member(input, "name", "inputs[0]");
+  if (!name.is_string() || name.get<std::string>() != kInputName) {
+    throw ProtocolError("inputs[0].name: the model's input is named \"" + std::string(kInputName) + "\", got " +
+                        name.dump());
+  }
+  check_datatype(input);
+  header.batch = check_shape(input, model, max_batch);
+  check_outputs(req);
+  return input;
+}
+
+InferRequest split(Header header, std::vector<float> flat, int64_t item_floats) {
+  InferRequest out;
+  out.id = std::move(header.id);
+  out.batch = header.batch;
+  out.items.reserve(header.batch);
+  for (int64_t b = 0; b < header.batch; ++b) {
+    out.items.emplace_back(flat.begin() + b * item_floats, flat.begin() + (b + 1) * item_floats);
+  }
+  return out;
+}
+
+json parse_json(std::string_view text) {
+  json req = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (req.is_discarded()) throw ProtocolError("the request body is not valid JSON");
+  return req;
+}
+
+}  // namespace
+
+InferRequest parse_infer_request(std::string_view body, const ModelConfig& model, int64_t max_batch) {
+  const json req = parse_json(body);
+  Header header;
+  const json& input = the_input(req, model, max_batch, header);
+  if (auto p = input.find("parameters"); p != input.end() && p->is_object() && p->contains("binary_data_size")) {
+    throw ProtocolError("inputs[0].parameters.binary_data_size: binary data needs the "
+                        "Inference-Header-Content-Length header");
+  }
+  const size_t want = static_cast<size_t>(header.batch * model.item_floats());
+  std::vector<float> flat;
+  flat.reserve(want);
+  flatten(member(input, "data", "inputs[0]"), flat, want);
+  if (flat.size() != want) {
+    throw ProtocolError("inputs[0].data: " + std::to_string(flat.size()) + " elements, the shape needs " +
+                        std::to_string(want));
+  }
+  return split(std::move(header), std::move(flat), model.item_floats());
+}
+
+InferRequest parse_binary_infer_request(std::string_view body, size_t json_bytes, const ModelConfig& model,
+                                        int64_t max_batch) {
+  if (json_bytes > body.size()) {
+    throw ProtocolError("Inference-Header-Content-Length: " + std::to_string(json_bytes) +
+                        " is larger than the body (" + std::to_string(body.size()) + " bytes)");
+  }
+  const json req = parse_json(body.substr(0, json_bytes));
+  Header header;
+  const json& input = the_input(req, model, max_batch, header);
+  if (input.contains("data")) throw ProtocolError("inputs[0]: binary data and \"data\" are mutually exclusive");
+  const json* size = nullptr;
+  if (auto p = input.find("parameters"); p != input.end() && p->is_object() && p->contains("binary_data_size")) {
+    size = &(*p)["binary_data_size"];
+  }
+  if (!size || !size->is_number_unsigned()) {
+    throw ProtocolError("inputs[0].parameters.binary_data_size: missing or not a byte count");
+  }
+  const std::string_view data = body.substr(json_bytes);
+  const size_t want = static_cast<size_t>(header.batch * model.item_floats());
+  if (input["datatype"] != "FP32") throw ProtocolError("inputs[0].datatype: binary data must be FP32");
+  if (size->get<uint64_t>() != data.size() || data.size() != want * sizeof(float)) {
+    throw ProtocolError("inputs[0].parameters.binary_data_size: " + std::to_string(size->get<uint64_t>()) +
+                        " bytes declared, " + std::to_string(data.size()) + " sent, the shape needs " +
+                        std::to_string(want * sizeof(float)));
+  }
+  std::vector<float> flat(want);
+  std::memcpy(flat.data(), data.data(), data.size());  // x86-64 and aarch64 are little-endian
+  for (size_t i = 0; i < flat.size(); ++i) {
+    if (!std::isfinite(flat[i])) throw ProtocolError("inputs[0]: element " + std::to_string(i) + " is not finite");
+  }
+  return split(std::move(header), std::move(flat), model.item_floats());
+}
+
+std::string infer_response(const ModelConfig& model, const std::string& id,
+                           const std::vector<std::vector<float>>& scores) {
+  json data = json::array();
+  for (const auto& row : scores) {
+    for (float v : row) data.push_back(v);
+  }
+  json out = {{"model_name", model.name}, {"model_version", kModelVersion}};
+  if (!id.empty()) out["id"] = id;
+  out["outputs"] = json::array({{{"name", kOutputName},
+                                 {"datatype", "FP32"},
+                                 {"shape", {scores.size(), model.labels.size()}},
+                                 {"data", std::move(data)}}});
+  return out.dump();
+}
+
+std::string server_metadata(std::string_view version) {
+  return json{{"name", "corepool"}, {"version", version}, {"extensions", json::array({"binary_tensor_data"})}}
+      .dump();
+}
+
+std::string model_metadata(const ModelConfig& model) {
+  std::vector<int64_t> in_shape{-1};
+  for (int64_t d : model.item_shape()) in_shape.push_back(d);
+  const std::vector<int64_t> out_shape{-1, static_cast<int64_t>(model.labels.size())};
+  return json{{"name", model.name},
+              {"versions", {kModelVersion}},
+              {"platform", "pytorch_torchscript"},
+              {"inputs", {{{"name", kInputName}, {"datatype", "FP32"}, {"shape", in_shape}}}},
+              {"outputs", {{{"name", kOutputName}, {"datatype", "FP32"}, {"shape", out_shape}}}},
+              {"parameters",
+               {{"labels", model.labels},
+                {"thresholds", model.thresholds},
+                {"input_kind", model.input == InputKind::kLogMel ? "logmel" : "waveform"},
+                {"sample_rate", model.sample_rate},
+                {"max_batch", model.max_batch}}}}
+      .dump();
+}
+
+std::optional<ModelPath> parse_model_path(std::string_view path) {
+  constexpr std::string_view kPrefix = "/v2/models/";
+  if (path.substr(0, kPrefix.size()) != kPrefix || path.back() == '/') return std::nullopt;
+  std::vector<std::string_view> parts;
+  std::string_view rest = path.substr(kPrefix.size());
+  while (!rest.empty()) {
+    const size_t slash = rest.find('/');
+    parts.push_back(rest.substr(0, slash));
+    rest = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
+  }
+  for (auto p : parts) {
+    if (p.empty()) return std::nullopt;
+  }
+  if (parts.empty()) return std::nullopt;
+  ModelPath out;
+  out.name = std::string(parts[0]);
+  size_t next = 1;
+  if (parts.size() >= 3 && parts[1] == "versions") {
+    out.version = std::string(parts[2]);
+    next = 3;
+  }
+  if (parts.size() > next + 1) return std::nullopt;
+  if (parts.size() == next + 1) out.action = std::string(parts[next]);
+  if (!out.action.empty() && out.action != "ready" && out.action != "infer") return std::nullopt;
+  return out;
+}
+
+}  // namespace corepool::oip

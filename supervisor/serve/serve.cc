@@ -1,0 +1,357 @@
+// The serve lifecycle. Threads: this one (signals, reloads, retiring old
+// generations, systemd status), the HTTP loop (routes, watchdog ticks), the
+// audio decoders, and the executor's own (engine threads, or the pool's loop
+// with its forked workers). Generations are shared_ptrs: requests in flight
+// hold theirs, and only this thread destroys one, once nothing else holds it.
+#include "supervisor/serve/serve.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <chrono>
+#include <mutex>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "supervisor/http/http_server.h"
+#include "supervisor/serve/listen_fds.h"
+#include "supervisor/serve/notifier.h"
+#include "supervisor/pool/process_memory.h"
+#include "supervisor/serve/serve_audio.h"
+#include "supervisor/serve/serve_generation.h"
+#include "supervisor/serve/serve_metrics.h"
+#include "supervisor/serve/serve_routes.h"
+#include "worker/model.h"
+
+namespace corepool {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+enum ServeExit { kExitOk = 0, kExitListen = 2, kExitModel = 3, kExitInternal = 4 };
+
+// Keep-alive connections cost one fd each; the default soft limit (often 1024)
+// would cap a server configured for thousands.
+void raise_fd_limit(int max_connections) {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  if (lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &lim);
+    ::getrlimit(RLIMIT_NOFILE, &lim);
+  }
+  if (lim.rlim_cur < static_cast<rlim_t>(max_connections) + 64) {
+    spdlog::warn("open-file limit {} is below serve.max_connections {} + 64: connections past it will fail "
+                 "(raise LimitNOFILE= or ulimit -n)", lim.rlim_cur, max_connections);
+  }
+}
+
+// SIGTERM/SIGINT/SIGHUP land in a pipe that the main thread polls. Not
+// sigwait: that needs the signals blocked in every thread, and libraries
+// start threads before main() (OpenBLAS's pool), which would then take the
+// signal with its default action and kill the process.
+class SignalPipe {
+ public:
+  SignalPipe() {
+    if (::pipe2(fds_, O_CLOEXEC | O_NONBLOCK) != 0) throw std::runtime_error("pipe2() failed for the signal pipe");
+    write_fd_ = fds_[1];
+    struct sigaction sa {};
+    sa.sa_handler = &SignalPipe::on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    for (int sig : {SIGTERM, SIGINT, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  }
+  ~SignalPipe() {
+    for (int sig : {SIGTERM, SIGINT, SIGHUP}) ::signal(sig, SIG_DFL);
+    write_fd_ = -1;
+    ::close(fds_[0]);
+    ::close(fds_[1]);
+  }
+  // The next signal received, or 0 when `timeout` passes first.
+  int wait(std::chrono::milliseconds timeout) {
+    pollfd p{fds_[0], POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return 0;
+    unsigned char sig = 0;
+    return ::read(fds_[0], &sig, 1) == 1 ? sig : 0;
+  }
+
+ private:
+  static void on_signal(int sig) {  // async-signal-safe: one write, errno kept
+    const int saved = errno;
+    const unsigned char byte = static_cast<unsigned char>(sig);
+    if (write_fd_ >= 0 && ::write(write_fd_, &byte, 1) < 0) {
+      // a full pipe already holds a wake-up: nothing is lost
+    }
+    errno = saved;
+  }
+  static inline volatile sig_atomic_t write_fd_ = -1;
+  int fds_[2] = {-1, -1};
+};
+
+// Settings that belong to the process, not to a generation: a reload cannot
+// change them. The mode is refused outright: a process that has run LibTorch
+// ops (thread mode) must not fork workers, and the reverse would make every
+// later reload unsafe.
+void check_reloadable(const Config& now, const Config& next) {
+  if (next.mode != now.mode) {
+    throw ConfigError("engine.mode cannot change on reload (" + now.mode + " -> " + next.mode + "): restart the service");
+  }
+  auto warn = [](const char* key, bool changed) {
+    if (changed) spdlog::warn("reload: {} changed; it takes effect at the next restart", key);
+  };
+  warn("serve.listen", next.listen != now.listen);
+  warn("serve.unix_socket", next.unix_socket != now.unix_socket);
+  warn("serve.unix_socket_group", next.unix_socket_group != now.unix_socket_group);
+  warn("serve.max_connections / timeouts / body limit",
+       next.max_connections != now.max_connections || next.idle_timeout_s != now.idle_timeout_s ||
+           next.header_timeout_s != now.header_timeout_s || next.body_timeout_s != now.body_timeout_s ||
+           next.max_body_mb != now.max_body_mb);
+  warn("serve.audio_threads / max_audio_requests",
+       next.audio_threads != now.audio_threads || next.max_audio_requests != now.max_audio_requests);
+  warn("engine.intra_op_threads / inter_op_threads",
+       next.intra_op_threads != now.intra_op_threads || next.inter_op_threads != now.inter_op_threads);
+}
+
+class Server final : public ServeContext {
+ public:
+  explicit Server(const ServeOptions& options) : options_(options), config_(options.config) {}
+  int run();
+
+  std::shared_ptr<Generation> current() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return current_;
+  }
+  ServeSnapshot snapshot() override;
+
+ private:
+  int start();
+  HttpServerOptions http_options(const std::vector<ListenFd>& inherited);
+  void on_tick();
+  void reload();
+  void retire_idle();
+  std::string status_line();
+  void shutdown();
+
+  const ServeOptions& options_;
+  Config config_;  // main thread: the config of the current generation
+  Notifier notifier_;
+  ServeMetrics metrics_;
+  std::mutex mu_;
+  std::shared_ptr<Generation> current_;
+  std::vector<std::shared_ptr<Generation>> retired_;  // main thread only
+  uint64_t generations_ = 0;
+  std::atomic<uint64_t> reloads_failed_{0};
+  std::unique_ptr<AudioTagger> audio_;
+  std::unique_ptr<ServeRoutes> routes_;
+  std::unique_ptr<HttpServer> http_;
+  Clock::time_point last_ready_ = Clock::now();  // loop thread: when every worker was last ready
+  uint64_t status_requests_ = 0;                 // main thread: request count at the last status
+  Clock::time_point status_at_ = Clock::now();
+};
+
+HttpServerOptions Server::http_options(const std::vector<ListenFd>& inherited) {
+  HttpServerOptions o;
+  if (inherited.empty()) {
+    o.tcp_host.clear();
+    if (!config_.listen.empty()) {
+      const HostPort hp = parse_host_port(config_.listen, "serve.listen");
+      o.tcp_host = hp.host;
+      o.tcp_port = hp.port;
+    }
+    o.unix_path = config_.unix_socket;
+    o.unix_group = config_.unix_socket_group;
+  } else {  // socket activation: systemd owns the addresses
+    o.tcp_host.clear();
+    for (const auto& l : inherited) o.inherited_fds.push_back(l.fd);
+  }
+  o.max_body_bytes = static_cast<std::uint64_t>(config_.max_body_mb) << 20;
+  o.max_connections = config_.max_connections;
+  o.idle_timeout_ms = config_.idle_timeout_s * 1000;
+  o.header_timeout_ms = config_.header_timeout_s * 1000;
+  o.body_timeout_ms = config_.body_timeout_s * 1000;
+  if (auto interval = notifier_.watchdog_interval()) {
+    o.tick_ms = static_cast<int>(std::max<int64_t>(1, interval->count() / 2000));
+    o.on_tick = [this] { on_tick(); };
+  }
+  return o;
+}
+
+// Loop thread. WATCHDOG=1 proves the loop turns; it is withheld when the pool
+// has not had every worker ready for a minute (crash-looping workers), so that
+// systemd restarts the service.
+void Server::on_tick() {
+  const auto now = Clock::now();
+  if (current()->executor().stats().all_ready) last_ready_ = now;
+  if (now - last_ready_ < std::chrono::seconds(60)) notifier_.watchdog();
+}
+
+int Server::start() {
+  raise_fd_limit(config_.max_connections);
+  const auto t0 = Clock::now();
+  std::vector<ListenFd> inherited;
+  try {
+    inherited = inherited_listeners();
+  } catch (const std::exception& e) {
+    spdlog::error("socket activation: {}", e.what());
+    return kExitListen;
+  }
+  try {
+    auto model = load_model(config_.model_dir);
+    current_ = std::make_shared<Generation>(++generations_, config_, std::move(model));
+  } catch (const ModelError& e) {
+    spdlog::error("model error: {}", e.what());
+    return kExitModel;
+  }
+  audio_ = std::make_unique<AudioTagger>(config_.audio_threads, static_cast<size_t>(config_.max_audio_requests));
+  routes_ = std::make_unique<ServeRoutes>(*this, metrics_, *audio_, config_.retry_after_s);
+  http_ = std::make_unique<HttpServer>(http_options(inherited));
+  try {
+    http_->start([this](HttpRequest&& r, Responder responder) { routes_->handle(std::move(r), std::move(responder)); });
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return kExitListen;
+  }
+  std::string where;
+  if (!inherited.empty()) where = std::to_string(inherited.size()) + " socket(s) from systemd";
+  else if (http_->port() > 0) where = "http://" + parse_host_port(config_.listen, "serve.listen").host + ":" + std::to_string(http_->port());
+  if (!config_.unix_socket.empty() && inherited.empty()) where += (where.empty() ? "unix:" : " and unix:") + config_.unix_socket;
+  spdlog::info("serving model \"{}\" on {} ({} mode, {} workers), ready in {} ms", current_->model().config.name, where,
+               config_.mode, current_->executor().workers(),
+               std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count());
+  notifier_.ready(status_line());
+  return kExitOk;
+}
+
+int Server::run() {
+  SignalPipe signals;
+  // A client that hangs up mid-response must cost an EPIPE, not the process.
+  ::signal(SIGPIPE, SIG_IGN);
+  if (int rc = start(); rc != kExitOk) {
+    shutdown();
+    return rc;
+  }
+  for (;;) {
+    const int sig = signals.wait(std::chrono::milliseconds(retired_.empty() ? 1000 : 50));
+    if (sig == SIGHUP) reload();
+    if (sig == SIGTERM || sig == SIGINT) {
+      spdlog::info("{}: draining (up to {} s), then exiting", strsignal(sig), config_.drain_timeout_s);
+      break;
+    }
+    retire_idle();
+    if (Clock::now() - status_at_ >= std::chrono::seconds(2)) notifier_.status(status_line());
+  }
+  notifier_.stopping();
+  shutdown();
+  spdlog::info("stopped");
+  return kExitOk;
+}
+
+void Server::reload() {
+  notifier_.reloading();
+  const auto t0 = Clock::now();
+  spdlog::info("SIGHUP: reloading config and model");
+  try {
+    Config next = options_.reload_config ? options_.reload_config() : config_;
+    check_reloadable(config_, next);
+    spdlog::set_level(spdlog::level::from_str(next.log_level));
+    auto model = load_model(next.model_dir);
+    auto gen = std::make_shared<Generation>(generations_ + 1, next, std::move(model));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      retired_.push_back(std::move(current_));
+      current_ = std::move(gen);
+    }
+    ++generations_;
+    config_ = next;
+    spdlog::info("reload done in {} ms: generation {} serves model \"{}\" from {}",
+                 std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count(), generations_,
+                 current()->model().config.name, next.model_dir);
+  } catch (const std::exception& e) {
+    ++reloads_failed_;
+    spdlog::error("reload failed, generation {} keeps serving: {}", generations_, e.what());
+  }
+  notifier_.ready(status_line());
+}
+
+// An old generation goes once only this list holds it: every request it took
+// has been answered. Its destructor stops the workers and frees the segment.
+void Server::retire_idle() {
+  for (auto it = retired_.begin(); it != retired_.end();) {
+    if (it->use_count() > 1) {
+      ++it;
+      continue;
+    }
+    const uint64_t n = (*it)->number();
+    it = retired_.erase(it);
+    spdlog::info("generation {} retired: its workers are stopped and its weights freed", n);
+  }
+}
+
+std::string Server::status_line() {
+  const auto now = Clock::now();
+  const uint64_t requests = http_ ? http_->stats().requests : 0;
+  const double seconds = std::chrono::duration<double>(now - status_at_).count();
+  const double rate = seconds > 0 ? (requests - status_requests_) / seconds : 0.0;
+  status_requests_ = requests;
+  status_at_ = now;
+  const auto gen = current();
+  if (!gen) return "starting";
+  const ExecutorStats s = gen->executor().stats();
+  const size_t up = std::count_if(s.pids.begin(), s.pids.end(), [](int p) { return p > 0; });
+  return fmt::format("generation {}, model {}, {} mode, {}/{} workers {}, {:.1f} req/s", gen->number(),
+                     gen->model().config.name, config_.mode, s.pids.empty() ? gen->executor().workers() : up,
+                     gen->executor().workers(), s.all_ready ? "ready" : "up (some starting)", rate);
+}
+
+void Server::shutdown() {
+  if (http_) http_->stop(std::chrono::seconds(config_.drain_timeout_s));
+  if (audio_) audio_->stop();
+  routes_.reset();
+  std::lock_guard<std::mutex> lock(mu_);
+  retired_.clear();  // each destructor waits for its last segments
+  current_.reset();
+}
+
+ServeSnapshot Server::snapshot() {
+  ServeSnapshot s;
+  const auto gen = current();
+  s.http = http_ ? http_->stats() : HttpStats{};
+  s.executor = gen->executor().stats();
+  s.mode = gen->config().mode;
+  s.model = gen->model().config.name;
+  s.generation = gen->number();
+  s.reloads_failed = reloads_failed_.load();
+  s.timed_out = routes_ ? routes_->timed_out() : 0;
+  s.results_dropped = gen->results_dropped();
+  s.audio_pending = audio_ ? audio_->pending() : 0;
+  s.memory.emplace_back("supervisor", read_process_memory(::getpid()));
+  for (size_t i = 0; i < s.executor.pids.size(); ++i) {
+    if (s.executor.pids[i] > 0) s.memory.emplace_back("worker-" + std::to_string(i), read_process_memory(s.executor.pids[i]));
+  }
+  s.allocator = allocator_stats();
+  return s;
+}
+
+}  // namespace
+
+int run_serve(const ServeOptions& options) {
+  try {
+    Server server(options);
+    return server.run();
+  } catch (const ModelError& e) {
+    spdlog::error("model error: {}", e.what());
+    return kExitModel;
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return kExitInternal;
+  }
+}
+
+}  // namespace corepool

@@ -1,0 +1,59 @@
+// /metrics for `corepool serve`: request counters and latency histograms by
+// endpoint (recorded by the routes as each answer leaves), plus a snapshot of
+// the HTTP server, the executor, memory and the allocator, rendered in the
+// Prometheus text exposition format (version 0.0.4). observe() is called from
+// any thread; render() is a pure function of its inputs.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "supervisor/http/http_server.h"
+#include "supervisor/pool/process_memory.h"
+#include "worker/executor.h"
+
+namespace corepool {
+
+// Upper bounds (seconds) of the latency histogram: from a health check on
+// loopback (tens of microseconds) to a long audio file (seconds).
+constexpr std::array<double, 16> kLatencyBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                    0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,     10};
+
+struct ServeSnapshot {
+  HttpStats http;
+  ExecutorStats executor;
+  std::string mode;                // "thread" | "process"
+  std::string model;               // the model's name
+  uint64_t generation = 0;         // 1 + successful reloads
+  uint64_t reloads_failed = 0;
+  uint64_t timed_out = 0;          // infer requests answered 504 at serve.request_timeout_s
+  uint64_t results_dropped = 0;    // segment results (cancellations too) after their request was answered
+  size_t audio_pending = 0;        // /v1/audio:tag requests queued or decoding
+  std::vector<std::pair<std::string, ProcessMemory>> memory;  // "supervisor", "worker-0", ...
+  std::vector<std::pair<std::string, uint64_t>> allocator;    // jemalloc stats, bytes
+};
+
+class ServeMetrics {
+ public:
+  // `endpoint` is one of a small fixed set of names (never a raw path, which
+  // a client could make unbounded).
+  void observe(const std::string& endpoint, int code, double seconds);
+  std::string render(const ServeSnapshot& snapshot) const;
+
+ private:
+  struct Histogram {
+    std::array<uint64_t, kLatencyBuckets.size()> buckets{};  // non-cumulative
+    uint64_t count = 0;
+    double sum = 0;
+  };
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, int>, uint64_t> requests_;
+  std::map<std::string, Histogram> latency_;
+};
+
+}  // namespace corepool

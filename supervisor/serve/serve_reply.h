@@ -1,0 +1,60 @@
+// The answer to one API request: a Responder (the way back to the client's
+// connection) that also records the request in /metrics when it is sent.
+// Copyable and thread-safe like Responder; the first send wins.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "supervisor/http/http_server.h"
+#include "supervisor/serve/serve_metrics.h"
+
+namespace corepool {
+
+class Reply {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  Reply(Responder responder, std::string endpoint, ServeMetrics& metrics)
+      : state_(std::make_shared<State>(std::move(responder), std::move(endpoint), metrics)) {}
+
+  void send(HttpResponse response) const {
+    if (state_->done.exchange(true)) return;
+    const double seconds = std::chrono::duration<double>(Clock::now() - state_->start).count();
+    state_->metrics.observe(state_->endpoint, response.status, seconds);
+    state_->responder.send(std::move(response));
+  }
+  void json(int status, std::string body) const {
+    HttpResponse r;
+    r.status = status;
+    r.body = std::move(body);
+    send(std::move(r));
+  }
+  // {"error": message}; a 503 also tells the client when to come back.
+  void error(int status, const std::string& message, int retry_after_s = 0) const {
+    HttpResponse r;
+    r.status = status;
+    r.body = nlohmann::json{{"error", message}}.dump();
+    if (retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(retry_after_s));
+    send(std::move(r));
+  }
+  bool sent() const { return state_->done.load(); }
+
+ private:
+  struct State {
+    State(Responder r, std::string e, ServeMetrics& m) : responder(std::move(r)), endpoint(std::move(e)), metrics(m) {}
+    Responder responder;
+    std::string endpoint;
+    ServeMetrics& metrics;
+    Clock::time_point start = Clock::now();
+    std::atomic<bool> done{false};
+  };
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace corepool
