@@ -32,17 +32,15 @@ endfunction()
 option(COREPOOL_PCH "Compile LibTorch's headers once, as a precompiled header" ON)
 # LibTorch's headers cost 10-20 s per translation unit; compiled once into a
 # precompiled header, every LibTorch file of every target reuses it.
-# A header is only reused with the code model it was built for: -fPIC for
-# libraries, -fPIE for programs, hence two.
+# One header for the whole build: <torch/script.h> is all our LibTorch code
+# needs (the trainer's extra nn headers are parsed on top). GCC reuses a header
+# only with the code model it was built for, so programs compile their LibTorch
+# files with -fPIC like the libraries (a PIE program links PIC objects fine).
 if(NOT COREPOOL_NO_TORCH AND COREPOOL_PCH)
-  foreach(kind lib exe)
-    add_library(corepool_torch_pch_${kind} OBJECT ${PROJECT_SOURCE_DIR}/cmake/torch_pch.cc)
-    target_compile_options(corepool_torch_pch_${kind} PRIVATE ${COREPOOL_WARNINGS})
-    target_link_libraries(corepool_torch_pch_${kind} PUBLIC "${TORCH_LIBRARIES}")
-    target_precompile_headers(corepool_torch_pch_${kind} PRIVATE <torch/torch.h> <torch/script.h>)
-  endforeach()
-  set_target_properties(corepool_torch_pch_exe PROPERTIES POSITION_INDEPENDENT_CODE OFF)
-  target_compile_options(corepool_torch_pch_exe PRIVATE -fPIE)
+  add_library(corepool_torch_pch OBJECT ${PROJECT_SOURCE_DIR}/cmake/torch_pch.cc)
+  target_compile_options(corepool_torch_pch PRIVATE ${COREPOOL_WARNINGS})
+  target_link_libraries(corepool_torch_pch PUBLIC "${TORCH_LIBRARIES}")
+  target_precompile_headers(corepool_torch_pch PRIVATE <torch/script.h>)
 endif()
 
 function(corepool_use_torch_pch target)
@@ -51,10 +49,10 @@ function(corepool_use_torch_pch target)
   endif()
   get_target_property(type ${target} TYPE)
   if(type STREQUAL "EXECUTABLE")
-    target_precompile_headers(${target} REUSE_FROM corepool_torch_pch_exe)
-  else()
-    target_precompile_headers(${target} REUSE_FROM corepool_torch_pch_lib)
+    set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE OFF)
+    target_compile_options(${target} PRIVATE -fPIC)
   endif()
+  target_precompile_headers(${target} REUSE_FROM corepool_torch_pch)
 endfunction()
 
 # ccache when present: a rebuild of an unchanged file is a cache hit, also in

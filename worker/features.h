@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/script.h>
 
 #include "config/model_config.h"
 

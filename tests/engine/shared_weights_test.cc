@@ -22,6 +22,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <ATen/Parallel.h>
+
 #include "shm/weight_table.h"
 #include "tests/engine/test_support.h"
 #include "worker/engine.h"
