@@ -196,7 +196,7 @@ ProcessPool::Impl::Impl(std::shared_ptr<const LoadedModel> model, ProcessPoolOpt
     : model_(std::move(model)), options_(std::move(options)), on_complete_(std::move(on_complete)) {
   if (options_.workers < 1) options_.workers = 1;
   if (options_.max_batch < 1) options_.max_batch = 1;
-  options_.max_batch = std::min<int>(options_.max_batch, shm::kRingSlots);
+  options_.max_batch = std::min<int>(options_.max_batch, shm::kMaxBatch);
   depth_ = options_.queue_depth > 0 ? options_.queue_depth
                                     : 4 * static_cast<size_t>(options_.workers * options_.max_batch);
   layout_ = shm::ChannelLayout::for_model(model_->config.segment_samples(),
@@ -277,7 +277,7 @@ void ProcessPool::Impl::init_channel(Worker& w) {
   w.requests = std::make_unique<shm::RingProducer<shm::RequestDesc, shm::kRingSlots>>(&w.channel->requests);
   w.completions = std::make_unique<shm::RingConsumer<shm::CompletionDesc, shm::kRingSlots>>(&w.channel->completions);
   // The supervisor never spins: a worker signals the eventfd after every push.
-  w.channel->completions.consumer_sleeping.store(1);
+  w.completions->always_want_wake();
   w.slots.reset();
   w.slot_owner.assign(shm::kRingSlots, 0);
   w.kill_sent = false;
@@ -379,7 +379,17 @@ void ProcessPool::Impl::dispatch() {
     const uint32_t flags = (req.kills > 0 ? shm::kRunAlone : 0u) |
                            (req.task.input == TaskInput::kModelInput ? shm::kModelInput : 0u);
     const auto floats = static_cast<uint32_t>(std::min<size_t>(req.task.samples.size(), UINT32_MAX));
-    best->requests->try_push({req.id, slot, floats, flags, 0u});
+    // The ring has as many slots as the slab, so with a free slab slot a push
+    // can only fail if the worker wrote a head from the future into its ring.
+    if (!best->requests->try_push({req.id, slot, floats, flags, 0u})) {
+      spdlog::error("worker {} (pid {}) corrupted its request ring; killing it", best->index, best->pid);
+      best->slot_owner[slot] = 0;
+      best->slots.release(slot);
+      ::kill(best->pid, SIGKILL);
+      best->kill_sent = true;  // takes no more work; its requests come back when it is reaped
+      queue_.push_front(std::move(req));
+      continue;
+    }
     in_flight_.emplace(req.id, std::move(req));
     if (std::find(pushed.begin(), pushed.end(), best) == pushed.end()) pushed.push_back(best);
   }
@@ -515,7 +525,7 @@ void ProcessPool::Impl::requeue_in_flight(Worker& w, const std::string& how, boo
   // `poison_kills` crashed workers is answered with an error instead.
   std::vector<uint64_t> suspects;
   if (crashed) {
-    const uint32_t n = std::min<uint32_t>(w.channel->control.running_count.load(std::memory_order_acquire), 64);
+    const uint32_t n = std::min<uint32_t>(w.channel->control.running_count.load(std::memory_order_acquire), shm::kMaxBatch);
     for (uint32_t i = 0; i < n; ++i) suspects.push_back(w.channel->control.running[i].load(std::memory_order_relaxed));
   }
   std::vector<uint64_t> ids;
@@ -676,8 +686,7 @@ void ProcessPool::Impl::stop_if_drained(Worker& w) {
   if (w.recycle == Recycle::kNo || w.stop_sent || w.pid <= 0 || w.slots.in_use() != 0) return;
   w.stop_sent = true;
   w.channel->control.stop.store(1, std::memory_order_release);
-  w.channel->requests.consumer_sleeping.store(1);  // force the wake below through
-  w.requests->wake_consumer();
+  w.requests->force_wake_consumer();
 }
 
 // on_exit() of a recycled worker that exited 0 as asked: replaced at once, as
@@ -709,8 +718,7 @@ void ProcessPool::Impl::begin_shutdown() {
     uv_timer_stop(&w->respawn_timer);
     if (w->pid <= 0) continue;
     w->channel->control.stop.store(1, std::memory_order_release);
-    w->channel->requests.consumer_sleeping.store(1);  // force the wake below through
-    w->requests->wake_consumer();
+    w->requests->force_wake_consumer();
   }
   // Workers notice the stop within their 100 ms wait; kill any that do not.
   uv_timer_start(&shutdown_timer_, [](uv_timer_t* h) {
