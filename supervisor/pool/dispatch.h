@@ -1,9 +1,8 @@
-// The dispatcher: the loop's queue of requests and the map of those in
-// flight. Pushes queued requests to the least-loaded workers (copying each
-// into a slab slot), reads completions (dropping late duplicates), re-dispatches
-// a dead worker's requests and fails poison input, drops cancelled streams.
-// Delivers every request exactly once through the pool's Completion. Owned
-// by the supervisor loop; loop thread only (or under the loop's mutex).
+// The dispatcher: the queue and the requests in flight. Pushes queued requests
+// to the least-loaded workers, reads completions (dropping late duplicates),
+// re-dispatches a dead worker's requests, fails poison input, drops cancelled
+// streams; delivers each request exactly once. Driven by the supervisor loop
+// (loop thread, or under its mutex); owned by ProcessPool::Impl.
 #pragma once
 
 #include <cstdint>

@@ -1,10 +1,7 @@
-// ProcessPool::Impl, the facade behind the Executor seam: it sizes the pool,
-// shares the weights and wires four parts together (see DESIGN.md):
-//  - Submissions: what submitters hand over (any thread, its own mutex);
-//  - PoolMirror: what other threads read of the workers (its own mutex);
-//  - WorkerTable and Dispatcher: the worker slots, the queue and the
-//    requests in flight (loop thread, or under the loop's mutex);
-//  - SupervisorLoop: the libuv thread that runs supervise() on every event.
+// ProcessPool::Impl, the facade behind the Executor seam: sizes the pool,
+// shares the weights, and owns the parts (each file says its own job):
+// Submissions and PoolMirror (any thread, a mutex each), WorkerTable and
+// Dispatcher (loop thread), SupervisorLoop (the libuv thread running supervise()).
 // Completions are delivered on the loop thread (or an inline try_submit()).
 #include "supervisor/pool/process_pool.h"
 

@@ -48,7 +48,12 @@ void WorkerTable::create(uv_loop_t* loop, const SharedWeights* weights, uv_timer
 }
 
 void WorkerTable::set_state(Worker& w, WorkerState to) {
-  assert(may_become(w.state, to) && "a worker state transition not in worker_state.h");
+  if (!may_become(w.state, to)) {
+    // A bug in the pool, not in the worker: loud, but the table stays usable.
+    spdlog::error("worker {}: state {} -> {} is not a transition of worker_state.h", w.index, to_string(w.state),
+                  to_string(to));
+    assert(false);
+  }
   spdlog::trace("worker {}: {} -> {}", w.index, to_string(w.state), to_string(to));
   w.state = to;
 }

@@ -1,9 +1,8 @@
 // The worker table: one slot per worker, nginx style (a respawn reuses its
-// slot, its channel segment and its eventfd). Owns each slot's process and
-// WorkerState: spawn (fork, on the loop thread only), exit handling, respawn
-// with back-off, the heartbeat and start deadlines, recycling. Used by the
-// supervisor loop on the loop thread (and by an inline dispatch under its
-// loop mutex); the dispatcher reads the slots and their rings.
+// slot, channel segment and eventfd). Owns each slot's process and WorkerState:
+// spawn (on the loop thread only), deadlines, recycling, exits, respawn with
+// back-off. Driven by the supervisor loop (loop thread, or under its mutex);
+// the dispatcher reads the slots and uses their rings.
 #pragma once
 
 #include <sys/types.h>
