@@ -15,7 +15,7 @@ enum class WorkerState {
   kReady,        // serving; the only state a recycle may start from
   kRecycling,    // ready but past max_requests / max_rss: no new work, finishes what it holds
   kStopping,     // asked to exit 0 (a drained recycle, or the pool shutting down); awaiting its exit
-  kKilled,       // SIGKILL sent by us (hung, start deadline, corrupt ring); awaiting its reap
+  kKilled,       // SIGKILL sent by us (hung, a deadline, a corrupt ring); awaiting its reap
   kRespawnWait,  // reaped; its replacement forks when the respawn timer has fired (back-off)
   kFailed,       // given up: a boot failure (exit 70) or a crash loop; never respawned
 };
@@ -44,7 +44,7 @@ constexpr bool may_become(WorkerState from, WorkerState to) {
     case S::kStopping:  // a drained recycle is asked to exit; or the pool shuts down (a starting
                         // worker is asked too, but keeps its start deadline: it has no heartbeat yet)
       return from == S::kRecycling || from == S::kReady;
-    case S::kKilled:  // hung, past its start deadline, or a corrupt completion ring
+    case S::kKilled:  // hung, past its start deadline, a corrupt ring, or alive at the shutdown deadline
       return has_process(from) && from != S::kKilled;
     case S::kRespawnWait:  // reaped (or fork() failed) and worth another try
       return has_process(from) || from == S::kEmpty || from == S::kRespawnWait;
