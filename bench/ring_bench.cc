@@ -325,10 +325,14 @@ Latency ring_round_trips(const Cpus& cpus, WaitMode mode) {
     in.pop();
     return true;
   }));
-  out.try_push(descriptor(0, kStop));
+  const bool stop_sent = out.try_push(descriptor(0, kStop));  // one round trip at a time: the ring is empty
   out.wake_consumer();
   const ChildResult result = child.wait(Clock::now() + 5s);
-  if (latency.count == 0 || !result.ok) latency.error = "echo failed: " + result.why;
+  if (!stop_sent) {
+    latency.error = "echo failed: its request ring was full, the stop could not be sent";
+  } else if (latency.count == 0 || !result.ok) {
+    latency.error = "echo failed: " + result.why;
+  }
   return latency;
 }
 

@@ -43,13 +43,14 @@ static_assert(std::is_trivially_copyable_v<CompletionDesc>);
 enum class WorkerState : uint32_t { kEmpty = 0, kStarting = 1, kReady = 2, kStopping = 3 };
 
 constexpr uint32_t kRingSlots = 64;  // also the slab's slot count: a push never finds a full ring
+constexpr uint32_t kMaxBatch = kRingSlots;  // a batch is taken from one ring: never more than it holds
 constexpr uint32_t kErrorTextBytes = 256;
 
-struct alignas(64) WorkerControl {
+struct alignas(kCacheLine) WorkerControl {
   std::atomic<uint32_t> state{0};         // WorkerState, written by the worker
   std::atomic<uint32_t> stop{0};          // written by the supervisor: finish and exit 0
   std::atomic<int32_t> pid{0};
-  alignas(64) std::atomic<int64_t> heartbeat_ns{0};  // CLOCK_MONOTONIC, written by the worker
+  alignas(kCacheLine) std::atomic<int64_t> heartbeat_ns{0};  // CLOCK_MONOTONIC, written by the worker
   // Written by the worker before it pushes a batch's completions, so a reader
   // that has seen a completion sees it counted. Lost with the channel when the
   // slot is re-initialised: the supervisor keeps the sum of the dead workers'.
@@ -59,8 +60,8 @@ struct alignas(64) WorkerControl {
   // The requests of the batch inside forward() right now, written by the worker
   // before it starts and cleared after: if the worker crashes, these (and only
   // these) are suspects of a poison input; the rest of its queue is innocent.
-  std::atomic<uint32_t> running_count{0};
-  std::atomic<uint64_t> running[64]{};
+  std::atomic<uint32_t> running_count{0};      // at most kMaxBatch
+  std::atomic<uint64_t> running[kMaxBatch]{};
 };
 
 struct ChannelData {
@@ -71,6 +72,7 @@ struct ChannelData {
 };
 
 static_assert(std::is_standard_layout_v<WorkerControl>);
+static_assert(kMaxBatch <= kRingSlots, "a batch must fit in one request ring");
 
 // Where things are in a channel segment for a model with `segment_samples`
 // floats of PCM per segment, `item_floats` floats of model input per item and
@@ -83,13 +85,15 @@ struct ChannelLayout {
                                // the input area before it holds this / 4 floats
 
   static ChannelLayout for_model(uint32_t segment_samples, uint32_t item_floats, uint32_t labels) {
-    auto round64 = [](uint64_t v) { return (v + 63) / 64 * 64; };
+    // Cache-line boundaries: the result area never shares a line with the
+    // input, nor the slab with the rings.
+    auto round_up = [](uint64_t v) { return (v + kCacheLine - 1) / kCacheLine * kCacheLine; };
     ChannelLayout l;
     const uint64_t input_floats = std::max(segment_samples, item_floats);
-    l.result_offset = static_cast<uint32_t>(round64(input_floats * sizeof(float)));
+    l.result_offset = static_cast<uint32_t>(round_up(input_floats * sizeof(float)));
     const uint64_t result_bytes = std::max<uint64_t>(uint64_t{labels} * sizeof(float), kErrorTextBytes);
     l.slab = make_slab_layout(kRingSlots, l.result_offset + result_bytes);
-    l.slab_offset = round64(sizeof(ChannelData));
+    l.slab_offset = round_up(sizeof(ChannelData));
     l.total_bytes = l.slab_offset + l.slab.total_bytes();
     return l;
   }

@@ -67,8 +67,9 @@ class RingProducer {
     assert(reinterpret_cast<std::uintptr_t>(ring) % kCacheLine == 0);
   }
 
-  // Copies `v` into the next slot. Returns false, changing nothing, when full.
-  bool try_push(const T& v) {
+  // Copies `v` into the next slot. Returns false, changing nothing, when full:
+  // the caller must decide what a full ring means (retry, or a broken peer).
+  [[nodiscard]] bool try_push(const T& v) {
     // Relaxed: this object is the only writer of tail, it reads its own store.
     const uint64_t tail = ring_->tail.load(std::memory_order_relaxed);
     // head_cache_ <= head, so tail - head_cache_ <= N: the ring can only look
@@ -112,6 +113,14 @@ class RingProducer {
     }
   }
 
+  // Wakes the consumer whether or not it asked, so that it re-checks a word
+  // outside the ring (a stop request) now rather than at its wait deadline.
+  // Futex consumers only, like wake_consumer().
+  void force_wake_consumer() {
+    ring_->consumer_sleeping.store(0, std::memory_order_relaxed);
+    futex_wake(&ring_->consumer_sleeping, 1);
+  }
+
  private:
   RingData<T, N>* ring_;
   uint64_t head_cache_;  // last head we read: head_cache_ <= head
@@ -148,6 +157,11 @@ class RingConsumer {
     }
     return &ring_->slots[head & (N - 1)];
   }
+
+  // Eventfd flavour: the consumer never sleeps on the futex word but polls an
+  // eventfd, so it wants a signal after every push, for good. Call once,
+  // before the producer's first push; never call wait() on this ring then.
+  void always_want_wake() { ring_->consumer_sleeping.store(1); }
 
   // True once front() has seen a tail more than N ahead of head: the producer
   // is corrupted and the ring stays empty for good.

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include <spdlog/sinks/stdout_sinks.h>
@@ -191,13 +192,26 @@ void WorkerLoop::grow(size_t segments) {
 void WorkerLoop::mark_running(const std::vector<shm::RequestDesc>& batch) {
   auto& control = channel_->control;
   control.running_count.store(0, std::memory_order_relaxed);
-  for (size_t i = 0; i < batch.size() && i < 64; ++i) control.running[i].store(batch[i].request, std::memory_order_relaxed);
-  control.running_count.store(static_cast<uint32_t>(std::min<size_t>(batch.size(), 64)), std::memory_order_release);
+  const size_t n = std::min<size_t>(batch.size(), shm::kMaxBatch);
+  for (size_t i = 0; i < n; ++i) control.running[i].store(batch[i].request, std::memory_order_relaxed);
+  control.running_count.store(static_cast<uint32_t>(n), std::memory_order_release);
 }
 
 void WorkerLoop::complete(const shm::RequestDesc& r, int32_t status) {
-  // Never full: the supervisor has at most kRingSlots requests out per worker.
-  completions_.try_push({r.request, r.slot, status});
+  // Never full while the supervisor keeps its side: at most kRingSlots
+  // requests out per worker, each holding a slot until its completion is read.
+  if (completions_.try_push({r.request, r.slot, status})) return;
+  log_->error("completion ring full with request {} to answer (more than {} requests out?); waiting for the "
+              "supervisor to read it", r.request, shm::kRingSlots);
+  // Wake the supervisor (it drains the ring on its eventfd) and wait. No
+  // heartbeat meanwhile: a supervisor that never reads kills this worker at
+  // its hang deadline and re-dispatches what it held; one that is gone or
+  // stopping ends the wait through should_exit(), the answer dropped with it.
+  while (!completions_.try_push({r.request, r.slot, status})) {
+    if (should_exit()) return;
+    shm::signal_eventfd(setup_.completion_eventfd);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 // Signal state inherited from the parent (libuv's handlers, serve's signal

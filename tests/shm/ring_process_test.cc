@@ -115,7 +115,7 @@ TEST_P(RingEchoTest, AChildEchoesEveryDescriptorInOrderThroughASecondRing) {
     ++received;
   }
   EXPECT_EQ(received, kCount) << "reply missing, late or out of order";
-  EXPECT_TRUE(out.try_push(descriptor(sent, kStop)));
+  ASSERT_TRUE(out.try_push(descriptor(sent, kStop))) << "the request ring is drained: the stop must fit";
   out.wake_consumer();
   const ChildExit exit = child.wait_until(after(20s));
   EXPECT_EQ(exit.code, kOk) << exit.describe();

@@ -1,0 +1,197 @@
+// Dispatcher: requests from the queue into workers' slab slots and rings, and
+// their completions back out to the pool's Completion (see dispatch.h).
+// Exactly-once delivery rests on two facts: a request is in exactly one of
+// queue_ / in_flight_ until delivered, and a completion counts only if its
+// slab slot is still owned by its request id (otherwise it is a late duplicate).
+#include "supervisor/pool/dispatch.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "shm/descriptor_check.h"
+
+namespace corepool::pool {
+namespace {
+
+constexpr const char* kCancelled = "cancelled: the request's deadline passed";
+
+}  // namespace
+
+Dispatcher::Dispatcher(const ProcessPoolOptions& options, const shm::ChannelLayout& layout, uint32_t labels,
+                       Executor::Completion on_complete, Submissions& submissions, PoolMirror& mirror)
+    : options_(options),
+      layout_(layout),
+      labels_(labels),
+      on_complete_(std::move(on_complete)),
+      submissions_(submissions),
+      mirror_(mirror) {}
+
+Worker* Dispatcher::least_loaded(WorkerTable& table) const {
+  Worker* best = nullptr;
+  for (auto& w : table.slots()) {
+    if (takes_work(w->state) && w->slots.in_use() < w->slots.capacity() &&
+        (!best || w->slots.in_use() < best->slots.in_use())) {
+      best = w.get();
+    }
+  }
+  return best;
+}
+
+// Copies `req` into a free slab slot of `w` and pushes its descriptor.
+bool Dispatcher::push(Worker& w, Request& req) {
+  const uint32_t slot = *w.slots.acquire();  // a free slot exists: least_loaded() checked
+  char* dst = static_cast<char*>(w.segment.data()) + layout_.slab_offset + layout_.slab.offset_of(slot);
+  const size_t n = std::min<size_t>(req.task.samples.size(), layout_.result_offset / sizeof(float));
+  std::memcpy(dst, req.task.samples.data(), n * sizeof(float));
+  // The worker checks the size against the kind before it reads the slot; a
+  // task too big for the slot is copied short and fails that check.
+  const uint32_t flags = (req.kills > 0 ? shm::kRunAlone : 0u) |
+                         (req.task.input == TaskInput::kModelInput ? shm::kModelInput : 0u);
+  const auto floats = static_cast<uint32_t>(std::min<size_t>(req.task.samples.size(), UINT32_MAX));
+  // The ring has as many slots as the slab, so with a free slab slot a push
+  // can only fail if the worker wrote a head from the future into its ring.
+  if (!w.requests->try_push({req.id, slot, floats, flags, 0u})) {
+    w.slots.release(slot);
+    return false;
+  }
+  w.slot_owner[slot] = req.id;
+  return true;
+}
+
+void Dispatcher::dispatch(WorkerTable& table) {
+  std::vector<Worker*> pushed;
+  while (!queue_.empty()) {
+    Worker* best = least_loaded(table);
+    if (!best) break;
+    if (!push(*best, queue_.front())) {
+      // The request stays at the front of the queue for another worker.
+      spdlog::error("worker {} (pid {}) corrupted its request ring; killing it", best->index, best->pid);
+      table.kill(*best);
+      continue;
+    }
+    const uint64_t id = queue_.front().id;
+    in_flight_.emplace(id, std::move(queue_.front()));
+    queue_.pop_front();
+    if (std::find(pushed.begin(), pushed.end(), best) == pushed.end()) pushed.push_back(best);
+  }
+  // One wake per worker for the whole round: the worker batches what it finds.
+  for (Worker* w : pushed) w->requests->wake_consumer();
+  if (table.none_left() && !queue_.empty()) fail_all_queued("no worker left: every worker failed to start");
+}
+
+bool Dispatcher::drain_completions(Worker& w) {
+  if (!w.completions) return true;
+  while (shm::CompletionDesc* c = w.completions->front()) {
+    const shm::CompletionDesc done = *c;
+    w.completions->pop();
+    if (done.slot >= shm::kRingSlots || w.slot_owner[done.slot] != done.request) {
+      mirror_.count(&PoolCounters::duplicates);  // a late answer for a request already re-dispatched
+      continue;
+    }
+    w.slot_owner[done.slot] = 0;
+    w.slots.release(done.slot);
+    auto it = in_flight_.find(done.request);
+    if (it == in_flight_.end()) continue;
+    // The worker's memory may be corrupt: decode_completion reads only inside the slot.
+    const char* slab = static_cast<const char*>(w.segment.data()) + layout_.slab_offset;
+    shm::DecodedCompletion decoded = shm::decode_completion(done, slab, layout_, labels_);
+    SegmentResult r{it->second.task.stream, it->second.task.index, std::move(decoded.scores),
+                    std::move(decoded.error)};
+    if (!decoded.problem.empty()) {
+      r.error = "worker " + std::to_string(w.index) + " sent a corrupt completion: " + decoded.problem;
+    }
+    in_flight_.erase(it);
+    deliver(std::move(r));
+  }
+  return !w.completions->corrupt();
+}
+
+void Dispatcher::deliver(SegmentResult&& result) {
+  on_complete_(std::move(result));
+  submissions_.completed();
+}
+
+void Dispatcher::requeue_in_flight(Worker& w, const ExitVerdict& verdict, bool shutting_down) {
+  // Everything the dead worker held goes back to the front of the queue, in
+  // its original order. If the worker crashed, the batch it was running is
+  // suspect: only those requests (never the rest of its ring) count a kill.
+  std::vector<uint64_t> suspects;
+  if (verdict.crashed) {
+    const shm::WorkerControl& control = w.channel->control;
+    const uint32_t n = std::min(control.running_count.load(std::memory_order_acquire), shm::kMaxBatch);
+    for (uint32_t i = 0; i < n; ++i) suspects.push_back(control.running[i].load(std::memory_order_relaxed));
+  }
+  std::vector<uint64_t> ids;
+  for (uint64_t id : w.slot_owner) {
+    if (id != 0) ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end(), std::greater<>());  // pushed to the front newest first: oldest ends first
+  for (uint64_t id : ids) {
+    auto it = in_flight_.find(id);
+    if (it == in_flight_.end()) continue;
+    Request req = std::move(it->second);
+    in_flight_.erase(it);
+    if (req.cancelled) {  // its request is answered already (deadline): nothing to run it for
+      deliver({req.task.stream, req.task.index, {}, kCancelled});
+      continue;
+    }
+    const bool suspect = std::find(suspects.begin(), suspects.end(), id) != suspects.end();
+    if (poisoned(req, suspect, verdict.how, shutting_down)) continue;
+    mirror_.count(&PoolCounters::redispatched);
+    queue_.push_front(std::move(req));
+  }
+  w.slot_owner.assign(shm::kRingSlots, 0);
+  w.slots.reset();
+}
+
+// A request that has now been running in `poison_kills` crashed workers is
+// answered with an error instead of crash-looping the pool. Returns whether
+// it was (and so is delivered).
+bool Dispatcher::poisoned(Request& req, bool suspect, const std::string& how, bool shutting_down) {
+  if (!suspect) return false;
+  req.kills += 1;
+  req.last_death = how;
+  if (shutting_down || req.kills < options_.poison_kills) return false;
+  mirror_.count(&PoolCounters::poisoned);
+  spdlog::error("segment {} of stream {} killed {} workers (last {}): failing it as poison input", req.task.index,
+                req.task.stream, req.kills, how);
+  deliver({req.task.stream, req.task.index, {},
+           "poison input: this segment was being processed by " + std::to_string(req.kills) +
+               " workers that died (last " + how + ")"});
+  return true;
+}
+
+// Queued tasks of a cancelled stream complete now with an error (freeing
+// their queue space); tasks already in a worker run to the end but are
+// marked, so that a death does not re-dispatch them.
+void Dispatcher::apply_cancels(const std::vector<uint64_t>& streams) {
+  if (streams.empty()) return;
+  auto cancelled = [&](const Request& r) {
+    return std::find(streams.begin(), streams.end(), r.task.stream) != streams.end();
+  };
+  for (auto& [id, req] : in_flight_) req.cancelled = req.cancelled || cancelled(req);
+  std::deque<Request> kept;
+  std::vector<Request> dropped;
+  for (Request& r : queue_) {
+    if (cancelled(r)) {
+      dropped.push_back(std::move(r));
+    } else {
+      kept.push_back(std::move(r));
+    }
+  }
+  queue_.swap(kept);
+  mirror_.count(&PoolCounters::cancelled, dropped.size());
+  for (Request& r : dropped) deliver({r.task.stream, r.task.index, {}, kCancelled});
+}
+
+void Dispatcher::fail_all_queued(const std::string& why) {
+  while (!queue_.empty()) {
+    Request req = std::move(queue_.front());
+    queue_.pop_front();
+    deliver({req.task.stream, req.task.index, {}, why});
+  }
+}
+
+}  // namespace corepool::pool
