@@ -11,7 +11,7 @@ namespace {
 
 constexpr double kTwoPi = 6.283185307179586476925;
 
-enum class Tone { kAdditive, kPluck, kFm, kReed };
+enum class Tone { kAdditive, kPluck, kFm, kReed, kBell, kBowed, kOrgan, kMallet };  // the last four: held out
 
 struct Instrument {
   Tone tone = Tone::kAdditive;
@@ -40,6 +40,21 @@ Instrument random_instrument(Rng& rng) {
   return in;
 }
 
+// One of the held-out instruments, with envelopes that suit it.
+Instrument held_out_instrument(Rng& rng) {
+  Instrument in;
+  in.tone = static_cast<Tone>(4 + rng.index(4));
+  in.attack = in.tone == Tone::kBowed ? rng.uniform(0.08, 0.3) : rng.uniform(0.001, 0.01);
+  in.decay = rng.uniform(0.1, 0.5);
+  in.sustain = in.tone == Tone::kOrgan || in.tone == Tone::kBowed ? rng.uniform(0.7, 1.0) : rng.uniform(0.05, 0.3);
+  in.release = rng.uniform(0.05, 0.5);
+  if (in.tone == Tone::kBowed || rng.chance(0.3)) {
+    in.vibrato_hz = rng.uniform(4.5, 6.5);
+    in.vibrato_depth = rng.uniform(0.003, 0.012);
+  }
+  return in;
+}
+
 double envelope(const Instrument& in, double t, double held) {
   if (t < in.attack) return t / in.attack;
   if (t < in.attack + in.decay) return 1.0 - (1.0 - in.sustain) * (t - in.attack) / in.decay;
@@ -48,8 +63,37 @@ double envelope(const Instrument& in, double t, double held) {
   return r < 1.0 ? in.sustain * (1.0 - r) : 0.0;
 }
 
+// Partials of the held-out instruments: (ratio to the fundamental, amplitude, decay per second).
+struct Partial {
+  double ratio, amplitude, decay;
+};
+const std::vector<Partial>& partials(Tone tone) {
+  static const std::vector<Partial> bell = {{1.0, 1.0, 1.5}, {2.76, 0.6, 2.5}, {5.40, 0.4, 4.0},
+                                            {8.93, 0.25, 6.0}, {0.5, 0.3, 1.0}};  // inharmonic, like a bell
+  static const std::vector<Partial> organ = {{1, 1.0, 0}, {2, 0.8, 0}, {3, 0.6, 0}, {4, 0.5, 0},
+                                             {6, 0.4, 0}, {8, 0.3, 0}};  // drawbars: no decay at all
+  static const std::vector<Partial> mallet = {{1.0, 1.0, 6.0}, {3.9, 0.5, 18.0}, {9.2, 0.2, 30.0}};  // marimba-like
+  static const std::vector<Partial> none;
+  return tone == Tone::kBell ? bell : tone == Tone::kOrgan ? organ : tone == Tone::kMallet ? mallet : none;
+}
+
 double voice(const Instrument& in, double phase, double t, double frequency, int rate) {
   switch (in.tone) {
+    case Tone::kBell:
+    case Tone::kOrgan:
+    case Tone::kMallet: {
+      double sum = 0;
+      for (const Partial& p : partials(in.tone)) {
+        if (p.ratio * frequency >= 0.45 * rate) continue;
+        sum += p.amplitude * std::exp(-p.decay * t) * std::sin(p.ratio * phase);
+      }
+      return sum;
+    }
+    case Tone::kBowed: {  // a band-limited sawtooth: every harmonic at 1/k
+      double sum = 0;
+      for (int k = 1; k <= 16 && k * frequency < 0.45 * rate; ++k) sum += std::sin(k * phase) / k;
+      return sum;
+    }
     case Tone::kFm:
       return std::sin(phase + in.fm_index * std::exp(-3.0 * t) * std::sin(in.fm_ratio * phase));
     case Tone::kPluck:
@@ -89,6 +133,13 @@ double midi_hz(int note) { return 440.0 * std::pow(2.0, (note - 69) / 12.0); }
 const std::vector<std::vector<int>>& scales() {
   static const std::vector<std::vector<int>> s = {
       {0, 2, 4, 5, 7, 9, 11}, {0, 2, 3, 5, 7, 8, 10}, {0, 2, 4, 7, 9}, {0, 2, 3, 5, 7, 9, 10}};
+  return s;
+}
+
+// Whole-tone, harmonic minor, blues, phrygian dominant: none of the training scales.
+const std::vector<std::vector<int>>& held_out_scales() {
+  static const std::vector<std::vector<int>> s = {
+      {0, 2, 4, 6, 8, 10}, {0, 2, 3, 5, 7, 8, 11}, {0, 3, 5, 6, 7, 10}, {0, 1, 4, 5, 7, 8, 10}};
   return s;
 }
 
@@ -145,18 +196,51 @@ void add_drums(std::vector<float>& out, int rate, Rng& rng, double beat) {
   }
 }
 
+// The held-out piece: a melody, and chords broken into arpeggios in triple
+// time (three beats to the bar), at tempi below or above the training range.
+void add_held_out_piece(std::vector<float>& out, int rate, Rng& rng, double seconds) {
+  const Key key{rng.chance(0.5) ? 38 + int(rng.index(8)) : 62 + int(rng.index(8)), rng.pick(held_out_scales())};
+  const double beat = 60.0 / (rng.chance(0.5) ? rng.uniform(45, 68) : rng.uniform(175, 220));
+  const Instrument lead = held_out_instrument(rng), arp = held_out_instrument(rng);
+  const double lead_level = rng.uniform(0.5, 1.0), arp_level = rng.uniform(0.2, 0.6);
+  int degree = int(rng.index(key.scale.size()));
+  for (double t = 0; t < seconds;) {
+    const double length = beat * rng.pick(std::vector<double>{1.0, 1.0, 2.0, 3.0, 0.5});
+    degree = std::clamp(degree + int(rng.index(7)) - 3, -2, 2 * int(key.scale.size()));
+    if (!rng.chance(0.15)) add_note(out, rate, lead, t, length * 0.95, midi_hz(key.note(degree) + 12), lead_level);
+    t += length;
+  }
+  if (rng.chance(0.2)) return;  // a solo line
+  for (double bar = 0; bar < seconds; bar += 3 * beat) {
+    const int root = rng.pick(std::vector<int>{0, 2, 3, 4, 5});
+    for (int step = 0; step < 6; ++step) {  // eighths: up and down the chord
+      const int tone = std::vector<int>{0, 2, 4, 7, 4, 2}[size_t(step)];
+      add_note(out, rate, arp, bar + step * beat / 2, beat / 2, midi_hz(key.note(root + tone)), arp_level);
+    }
+  }
+}
+
+void normalise_peak(std::vector<float>& out) {
+  float peak = 1e-9f;
+  for (float s : out) peak = std::max(peak, std::fabs(s));
+  for (float& s : out) s *= 0.9f / peak;
+}
+
 }  // namespace
 
-std::vector<float> music(Rng& rng, double seconds, int rate) {
+std::vector<float> music(Rng& rng, double seconds, int rate, MusicSet set) {
   std::vector<float> out(size_t(seconds * rate), 0.0f);
+  if (set == MusicSet::kHeldOut) {
+    add_held_out_piece(out, rate, rng, seconds);
+    normalise_peak(out);
+    return out;
+  }
   Key key{48 + int(rng.index(12)), rng.pick(scales())};
   const double beat = 60.0 / rng.uniform(70, 170);
   add_melody(out, rate, rng, key, beat, seconds);
   if (rng.chance(0.7)) add_chords_and_bass(out, rate, rng, key, beat, seconds);
   if (rng.chance(0.35)) add_drums(out, rate, rng, beat);
-  float peak = 1e-9f;
-  for (float s : out) peak = std::max(peak, std::fabs(s));
-  for (float& s : out) s *= 0.9f / peak;
+  normalise_peak(out);
   return out;
 }
 

@@ -43,7 +43,7 @@ const VoiceSet& voices(Split split) {
   static const VoiceSet held_out{{"en-us", "fr", "pt", "nl", "sv", "ro"},
                                  {"m5", "m6", "m8", "f3", "f5", "klatt2", "klatt4", "Alicia",
                                   "belinda", "edward", "iven", "robert", "victor", "quincy"}};
-  return split == Split::kTrain ? train : held_out;
+  return split == Split::kTrain ? train : held_out;  // kHeldOut and kHeldOutVoices
 }
 
 // Pseudo-words that every Latin-script voice can pronounce by its own rules.
@@ -125,6 +125,49 @@ std::vector<float> coloured(Rng& rng, Colour colour, size_t n, int rate) {
   return x;
 }
 
+// Held-out colours, none of them in training: violet (+6 dB/octave, a
+// differentiated white), a narrow resonant band (a two-pole resonator: a
+// whistle of wind, a hum of a duct), and a fan (brown rumble under the
+// harmonics of a motor's hum).
+enum class HeldOutColour { kViolet, kResonant, kFan };
+
+std::vector<float> held_out_coloured(Rng& rng, HeldOutColour colour, size_t n, int rate) {
+  std::vector<float> x(n);
+  const double centre = rng.uniform(200, 3000), bandwidth = rng.uniform(50, 400);
+  const double r = std::exp(-3.141593 * bandwidth / rate), c = 2 * r * std::cos(6.283185 * centre / rate);
+  const double motor = rng.uniform(25, 60);
+  double last = 0, y1 = 0, y2 = 0, brown = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double w = rng.normal();
+    double s = 0;
+    switch (colour) {
+      case HeldOutColour::kViolet: s = w - last; last = w; break;
+      case HeldOutColour::kResonant: s = w + c * y1 - r * r * y2; y2 = y1; y1 = s; break;
+      case HeldOutColour::kFan: {
+        brown = 0.995 * brown + 0.1 * w;
+        double hum = 0;
+        for (int k = 1; k <= 6; ++k) hum += std::sin(6.283185 * motor * k * double(i) / rate) / k;
+        s = brown + 0.3 * hum;
+        break;
+      }
+    }
+    x[i] = float(s);
+  }
+  return x;
+}
+
+std::vector<float> held_out_noise(Rng& rng, double seconds, int rate) {
+  const size_t n = size_t(seconds * rate);
+  std::vector<float> x = held_out_coloured(rng, static_cast<HeldOutColour>(rng.index(3)), n, rate);
+  if (rng.chance(0.4)) {  // gusts: noise gated on and off, not swelling
+    const double period = rng.uniform(0.3, 1.5), duty = rng.uniform(0.4, 0.8);
+    for (size_t i = 0; i < n; ++i) {
+      if (std::fmod(double(i) / rate, period) > duty * period) x[i] *= 0.2f;
+    }
+  }
+  return x;
+}
+
 std::vector<float> noise(Rng& rng, double seconds, int rate) {
   const size_t n = size_t(seconds * rate);
   std::vector<float> x = coloured(rng, static_cast<Colour>(rng.index(4)), n, rate);
@@ -159,6 +202,25 @@ std::vector<float> silence(Rng& rng, double seconds, int rate) {
   return x;
 }
 
+// Held-out silence: a DC offset with triangular dither, or a held-out colour
+// far down with mains harmonics; always below -62 dBFS like training's.
+std::vector<float> held_out_silence(Rng& rng, double seconds, int rate) {
+  const size_t n = size_t(seconds * rate);
+  if (rng.chance(0.4)) {
+    const double offset = db_to_gain(rng.uniform(-90, -70)) * (rng.chance(0.5) ? 1 : -1);
+    std::vector<float> x(n);
+    for (float& s : x) s = float(offset + (rng.uniform(-1, 1) + rng.uniform(-1, 1)) / 65536.0);
+    return x;
+  }
+  std::vector<float> x = held_out_coloured(rng, static_cast<HeldOutColour>(rng.index(2)), n, rate);
+  scale_to_rms(x, rng.uniform(-95, -66));
+  const double hz = rng.chance(0.5) ? 50 : 60, level = db_to_gain(rng.uniform(-95, -72));
+  for (size_t i = 0; i < n; ++i) {
+    for (int k = 2; k <= 3; ++k) x[i] += float(level / k * std::sin(6.283185 * hz * k * double(i) / rate));
+  }
+  return x;
+}
+
 void one_pole(std::vector<float>& x, double cutoff_hz, int rate, bool high_pass) {
   const double a = std::exp(-6.283185 * cutoff_hz / rate);
   double lp = 0;
@@ -176,11 +238,13 @@ const char* label_name(Label label) {
 }
 
 std::vector<float> generate(Label label, Rng& rng, Split split, double seconds, int rate) {
+  // kHeldOutVoices: held-out espeak-ng voices, training's other generators.
+  const bool held = split == Split::kHeldOut;
   switch (label) {
     case Label::kSpeech: return speech(rng, split, seconds, rate);
-    case Label::kMusic: return music(rng, seconds, rate);
-    case Label::kNoise: return noise(rng, seconds, rate);
-    case Label::kSilence: return silence(rng, seconds, rate);
+    case Label::kMusic: return music(rng, seconds, rate, held ? MusicSet::kHeldOut : MusicSet::kTrain);
+    case Label::kNoise: return held ? held_out_noise(rng, seconds, rate) : noise(rng, seconds, rate);
+    case Label::kSilence: return held ? held_out_silence(rng, seconds, rate) : silence(rng, seconds, rate);
   }
   throw std::invalid_argument("unknown label");
 }
@@ -238,12 +302,14 @@ std::vector<DemoPart> demo_parts() {
   return {{Label::kSpeech, 0, 8}, {Label::kMusic, 8, 16}, {Label::kNoise, 16, 22}, {Label::kSilence, 22, 28}};
 }
 
+// The demo is the timeline README shows: held-out voices and seeds, and the
+// music, noise and silence generators it was first made with (training's).
 std::vector<float> demo_samples(int rate) {
   Rng rng(20261123);
   const double levels[] = {-20, -18, -26, 0};  // dBFS RMS; silence keeps its own level
   std::vector<float> out;
   for (const DemoPart& p : demo_parts()) {
-    std::vector<float> x = generate(p.label, rng, Split::kHeldOut, p.end - p.start, rate);
+    std::vector<float> x = generate(p.label, rng, Split::kHeldOutVoices, p.end - p.start, rate);
     x.resize(size_t((p.end - p.start) * rate), 0.0f);
     if (p.label != Label::kSilence) scale_to_rms(x, levels[int(p.label)]);
     out.insert(out.end(), x.begin(), x.end());

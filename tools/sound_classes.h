@@ -18,9 +18,13 @@ enum class Label { kSpeech = 0, kMusic = 1, kNoise = 2, kSilence = 3 };
 constexpr int kLabelCount = 4;
 const char* label_name(Label label);  // "speech", "music", "noise", "silence"
 
-// Train and held-out audio differ in espeak-ng languages and voices and in the
-// seeds the caller passes, so a held-out score measures generalisation.
-enum class Split { kTrain, kHeldOut };
+// kHeldOut differs from kTrain in everything but the augmentation: speech in
+// espeak-ng languages and voices, music in instruments, scales, tempi and
+// meter (tools/music_synth.h), noise and silence in colours and textures; and
+// in the seeds the caller passes. kHeldOutVoices holds out only the voices:
+// its music, noise and silence are training's generators with other seeds
+// (the trainer's held-out figures and the demo use it).
+enum class Split { kTrain, kHeldOut, kHeldOutVoices };
 
 // At least `seconds` of one class at `rate`, before augmentation. Speech may run
 // a little longer (whole utterances). Throws std::runtime_error if espeak-ng fails.
@@ -41,7 +45,7 @@ struct LabeledSegment {
 std::vector<LabeledSegment> labeled_segments(Split split, uint64_t seed, int per_class, int rate,
                                              double segment_seconds);
 
-// The demo timeline of `make run`, from held-out voices and seeds.
+// The demo timeline of `make run`, from Split::kHeldOutVoices and its own seed.
 struct DemoPart {
   Label label;
   double start = 0;  // seconds

@@ -66,7 +66,7 @@ int run(const Options& o) {
   const corepool::ModelConfig cfg = corepool::train::tagger_contract(o.out + "/model.toml");
 
   const Dataset train = corepool::train::make_dataset(cfg, corepool::synth::Split::kTrain, o.seed, o.per_class);
-  const Dataset held = corepool::train::make_dataset(cfg, corepool::synth::Split::kHeldOut, o.seed + 1000,
+  const Dataset held = corepool::train::make_dataset(cfg, corepool::synth::Split::kHeldOutVoices, o.seed + 1000,
                                                      o.held_out_per_class);
   std::printf("data: %lld train and %lld held-out segments in %.1f s\n", (long long)train.x.size(0),
               (long long)held.x.size(0), seconds_since(t0));

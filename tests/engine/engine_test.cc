@@ -1,6 +1,7 @@
-// The engine on the bundled default model: scores are well-formed and
-// deterministic, batching does not change them, and every kind of broken model
-// directory is a ModelError that names the file.
+// The engine on the bundled default model: scores equal an independent
+// forward of the same TorchScript file and are deterministic, batching does
+// not change them, and every kind of broken model directory is a ModelError
+// that names the file.
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -8,45 +9,48 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "tests/engine/test_support.h"
+#include "tests/engine/segments.h"
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
 #include "worker/engine.h"
+#include "worker/features.h"
 
 namespace corepool {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::noise_segments;
+using testing::pointers;
 
-std::vector<std::vector<float>> noise_segments(const ModelConfig& cfg, int n, unsigned seed) {
-  std::vector<std::vector<float>> out(n, std::vector<float>(cfg.segment_samples()));
-  uint32_t x = seed;
-  for (auto& seg : out) {
-    for (auto& v : seg) {
-      x = x * 1664525u + 1013904223u;
-      v = static_cast<float>((x >> 8) * (1.0 / 16777216.0) - 0.5) * 0.4f;
-    }
-  }
-  return out;
-}
-
-std::vector<const float*> pointers(const std::vector<std::vector<float>>& v) {
-  std::vector<const float*> p;
-  for (const auto& s : v) p.push_back(s.data());
-  return p;
-}
-
+// The scores are the model's own: a module loaded here straight from model.pt
+// (not through load_model), run by hand on the same features, gives the same
+// numbers for every segment and label, in order. The default model ends in a
+// sigmoid, so (0, 1) alone would hold for almost any output.
 TEST(EngineTest, DefaultModelGivesOneScoreInZeroOnePerLabel) {
   auto model = load_model(COREPOOL_DEFAULT_MODEL);
   Engine engine(model);
   auto segs = noise_segments(model->config, 3, 1);
   auto scores = engine.infer(pointers(segs));
+
+  torch::jit::Module reference = torch::jit::load(std::string(COREPOOL_DEFAULT_MODEL) + "/model.pt");
+  reference.eval();
+  torch::InferenceMode guard;
+  const torch::Tensor features = FeatureExtractor(model->config).compute(pointers(segs));
+  const torch::Tensor expected = reference.forward({features}).toTensor().contiguous();
+  ASSERT_EQ(expected.dim(), 2);
   ASSERT_EQ(scores.size(), 3u);
-  for (const auto& s : scores) {
-    ASSERT_EQ(s.size(), model->config.labels.size());
-    for (float v : s) {
-      EXPECT_GT(v, 0.0f);
-      EXPECT_LT(v, 1.0f);
+  ASSERT_EQ(expected.size(0), 3);
+  for (size_t i = 0; i < scores.size(); ++i) {
+    ASSERT_EQ(scores[i].size(), model->config.labels.size());
+    ASSERT_EQ(expected.size(1), int64_t(scores[i].size()));
+    for (size_t k = 0; k < scores[i].size(); ++k) {
+      EXPECT_NEAR(scores[i][k], expected[int64_t(i)][int64_t(k)].item<float>(), 1e-6) << "segment " << i << ", label " << k;
+      EXPECT_GT(scores[i][k], 0.0f);
+      EXPECT_LT(scores[i][k], 1.0f);
     }
   }
+  // Different inputs, different scores: the comparison above is not between constants.
+  EXPECT_NE(scores[0], scores[1]);
 }
 
 TEST(EngineTest, SameInputGivesBitwiseSameScores) {

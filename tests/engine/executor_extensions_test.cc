@@ -18,7 +18,9 @@
 #include <gtest/gtest.h>
 
 #include "supervisor/pool/process_pool.h"
-#include "tests/engine/test_support.h"
+#include "tests/engine/segments.h"
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
 #include "worker/engine.h"
 #include "worker/thread_executor.h"
 
@@ -29,8 +31,6 @@ using ::testing::HasSubstr;
 
 constexpr const char* kChildEnv = "COREPOOL_EXECUTOR_TEST_CHILD";
 
-std::string self_exe() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
-
 // In a forking test's own process: runs this very test in a fresh copy of the
 // binary, checks that it passed there and returns true (the body must not run
 // here). In the copy, or for a test that does not fork: false, run the body.
@@ -39,11 +39,10 @@ bool ran_in_child(bool forks) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   const std::string filter = std::string(info->test_suite_name()) + "." + info->name();
   testing::TempDir dir;
-  const testing::Spawned child = testing::spawn_process({self_exe(), "--gtest_filter=" + filter}, dir.path(),
+  const testing::Spawned child = testing::spawn_process(testing::self_test_argv(filter), dir.path(),
                                                         {std::string(kChildEnv) + "=1"});
   const auto r = testing::wait_process(child, std::chrono::seconds(240));
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_THAT(r.out, HasSubstr("[  PASSED  ] 1 test")) << r.out << r.err;
+  EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
   return true;
 }
 

@@ -15,7 +15,8 @@
 #include <spdlog/spdlog.h>
 
 #include "supervisor/pool/process_pool.h"
-#include "tests/engine/test_support.h"
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
 
 namespace corepool {
 namespace {
@@ -23,17 +24,13 @@ namespace {
 using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 
-std::string self_exe() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
-
 // Runs DISABLED_PoolChild.<name> in a fresh process and expects it to pass.
 void run_child(const std::string& name, const std::vector<std::string>& env = {}) {
   testing::TempDir dir;
-  const testing::Spawned child = testing::spawn_process(
-      {self_exe(), "--gtest_also_run_disabled_tests", "--gtest_filter=DISABLED_PoolChild." + name}, dir.path(),
-      env);
+  const testing::Spawned child =
+      testing::spawn_process(testing::self_test_argv("DISABLED_PoolChild." + name), dir.path(), env);
   auto r = testing::wait_process(child, std::chrono::seconds(240));
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_THAT(r.out, HasSubstr("[  PASSED  ] 1 test")) << r.out << r.err;
+  EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
 }
 
 // A small model (width 8): fast forward()s, same contract as the default.

@@ -25,7 +25,9 @@
 #include <ATen/Parallel.h>
 
 #include "shm/weight_table.h"
-#include "tests/engine/test_support.h"
+#include "tests/engine/segments.h"
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
 #include "worker/engine.h"
 #include "worker/shared_weights.h"
 
@@ -35,6 +37,7 @@ namespace corepool {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::noise_segments;
 
 constexpr char kModelEnv[] = "COREPOOL_SHARED_WEIGHTS_MODEL";
 constexpr char kScratchEnv[] = "COREPOOL_SHARED_WEIGHTS_SCRATCH";
@@ -44,18 +47,6 @@ constexpr int kSegments = 3;
 constexpr unsigned kSeed = 11;
 
 // ---------------------------------------------------------------- helpers
-
-std::vector<std::vector<float>> noise_segments(const ModelConfig& cfg, int n, unsigned seed) {
-  std::vector<std::vector<float>> out(n, std::vector<float>(cfg.segment_samples()));
-  uint32_t x = seed;
-  for (auto& seg : out) {
-    for (auto& v : seg) {
-      x = x * 1664525u + 1013904223u;
-      v = static_cast<float>((x >> 8) * (1.0 / 16777216.0) - 0.5) * 0.4f;
-    }
-  }
-  return out;
-}
 
 // All scores of the fixed test segments, flattened: what "same result" compares.
 std::vector<float> scores_of(const std::shared_ptr<const LoadedModel>& model) {
@@ -142,55 +133,17 @@ torch::jit::Module one_tensor_module(const std::string& name, const at::Tensor& 
 
 // ------------------------------------------------------- child processes
 
-struct ChildExit {
-  bool timed_out = false;  // still running at the deadline: SIGKILLed
-  int code = -1;           // exit status; -1 if a signal killed it
-  int signal = 0;          // the signal that killed it; 0 if it exited
-};
+using testing::ExitStatus;
 
-// True once the process behind `pidfd` has exited, false at the deadline.
-bool exited_within(int pidfd, int deadline_ms) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(deadline_ms);
-  pollfd p{pidfd, POLLIN, 0};
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    const int rc = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
-    if (rc > 0) return true;
-    if (rc == 0 || errno != EINTR) return false;
-  }
+// A child still running at the deadline is killed and reaped, and counts as timed out.
+ExitStatus wait_child(pid_t pid, int deadline_ms = kChildDeadlineMs) {
+  return testing::wait_for_exit(pid, testing::after(std::chrono::milliseconds(deadline_ms)));
 }
 
-// Waits on the child's exit as an event (a pidfd) with a deadline, so that no
-// test can hang on a child; a child still running then (or one we cannot wait
-// on: pidfd_open needs Linux 5.3) is killed and reaped, and counts as timed out.
-ChildExit wait_child(pid_t pid, int deadline_ms = kChildDeadlineMs) {
-  ChildExit out;
-  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-  if (pidfd < 0 || !exited_within(pidfd, deadline_ms)) {
-    out.timed_out = true;
-    ::kill(pid, SIGKILL);
-  }
-  if (pidfd >= 0) ::close(pidfd);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status)) out.code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) out.signal = WTERMSIG(status);
-  return out;
-}
-
-// Runs body in a forked child whose exit status is body's result (2 if it threw).
-// _exit: the child must not run this process's atexit handlers or gtest's.
+// Runs body in a forked child whose exit status is body's result.
 pid_t fork_child(const std::function<int()>& body) {
-  const pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  int code = 2;
-  try {
-    code = body();
-  } catch (...) {
-  }
-  ::_exit(code);
+  testing::ChildProcess child = testing::ChildProcess::fork(body);
+  return child.release();
 }
 
 // A child about to crash on purpose: no core file to write.
@@ -201,43 +154,22 @@ void no_core_dump() {
 }
 
 struct HelperRun {
-  ChildExit exit;
+  ExitStatus exit;
   std::string out;  // stdout and stderr
 };
-
-std::vector<char*> c_strings(std::vector<std::string>& v) {
-  std::vector<char*> out;
-  for (auto& s : v) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
 
 // Runs one hidden helper test of this binary in a fresh process (libuv's
 // spawn_helper): a process that has run no LibTorch op yet, as the supervisor
 // is when it forks. Model and scratch dir reach it through the environment.
 HelperRun run_helper(const std::string& test, const std::string& model_dir, const std::string& scratch) {
-  std::vector<std::string> args = {std::filesystem::read_symlink("/proc/self/exe").string(),
-                                   "--gtest_filter=SharedWeightsHelper." + test,
-                                   "--gtest_also_run_disabled_tests"};
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) {
-    if (std::strncmp(*e, "GTEST_", 6) != 0) env.emplace_back(*e);  // our flags, not the caller's
-  }
-  env.push_back(std::string(kModelEnv) + "=" + model_dir);
-  env.push_back(std::string(kScratchEnv) + "=" + scratch);
-  const std::string out_path = scratch + "/helper.out";
-  std::vector<char*> argv = c_strings(args), envp = c_strings(env);
-  const pid_t pid = ::fork();
-  if (pid == 0) {  // only async-signal-safe calls until execve: the parent may have threads
-    const int fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    ::execve(argv[0], argv.data(), envp.data());
-    ::_exit(127);
-  }
+  testing::SpawnOptions options;
+  options.env = {std::string(kModelEnv) + "=" + model_dir, std::string(kScratchEnv) + "=" + scratch};
+  options.drop_env = {"GTEST_"};  // our flags, not the caller's
+  const testing::Spawned child =
+      testing::spawn_process_with(testing::self_test_argv("SharedWeightsHelper." + test), scratch, options);
   HelperRun run;
-  run.exit = wait_child(pid, kHelperDeadlineMs);
-  run.out = testing::read_file(out_path);
+  run.exit = testing::wait_for_exit(child.pid, testing::after(std::chrono::milliseconds(kHelperDeadlineMs)));
+  run.out = testing::read_file(child.out_path) + testing::read_file(child.err_path);
   return run;
 }
 
@@ -609,7 +541,7 @@ TEST(SharedWeightsHelper, DISABLED_ForkedChildrenScoreFromTheInheritedModule) {
     ASSERT_GT(children.back(), 0) << "fork failed";
   }
   for (const pid_t pid : children) {
-    const ChildExit e = wait_child(pid);
+    const ExitStatus e = wait_child(pid);
     EXPECT_FALSE(e.timed_out);
     EXPECT_EQ(e.signal, 0);
     EXPECT_EQ(e.code, 0);
@@ -655,7 +587,7 @@ TEST(SharedWeightsHelper, DISABLED_ChildThatWritesAWeightDiesAlone) {
   EXPECT_EQ(wait_child(op_writer).signal, SIGSEGV);
   ASSERT_EQ(::write(go[1], "g", 1), 1);
   ::close(go[1]);
-  const ChildExit r = wait_child(reader);
+  const ExitStatus r = wait_child(reader);
   EXPECT_EQ(r.signal, 0);
   EXPECT_EQ(r.code, 0);
   EXPECT_EQ(verify_shared_weights(shared.weights), "");

@@ -10,7 +10,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "tests/engine/test_support.h"
+#include "tests/engine/segments.h"
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
 #include "worker/engine.h"
 #include "worker/thread_executor.h"
 

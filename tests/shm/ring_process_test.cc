@@ -18,19 +18,12 @@ namespace corepool::shm {
 namespace {
 
 using testing::after;
-using testing::ChildExit;
+using testing::ExitStatus;
 using testing::ChildProcess;
 using testing::Clock;
 using namespace std::chrono_literals;
 
-struct Descriptor {
-  uint64_t seq;
-  uint64_t offset;
-  uint32_t bytes;
-  uint32_t kind;
-  uint64_t check;
-};
-static_assert(sizeof(Descriptor) == 32);
+using testing::Descriptor;
 
 constexpr uint32_t kData = 0;
 constexpr uint32_t kStop = 1;
@@ -94,7 +87,7 @@ TEST_P(RingEchoTest, AChildEchoesEveryDescriptorInOrderThroughASecondRing) {
   const uint32_t spin = GetParam();
   Segment segment = Segment::create(sizeof(EchoRings), "ring-test");
   auto* rings = new (segment.data()) EchoRings;  // before fork, as the supervisor does
-  ChildProcess child = ChildProcess::spawn([&] { return echo_until_stop(rings, spin); });
+  ChildProcess child = ChildProcess::fork([&] { return echo_until_stop(rings, spin); });
 
   RingProducer<Descriptor, kSlots> out(&rings->requests);
   RingConsumer<Descriptor, kSlots> in(&rings->replies);
@@ -117,7 +110,7 @@ TEST_P(RingEchoTest, AChildEchoesEveryDescriptorInOrderThroughASecondRing) {
   EXPECT_EQ(received, kCount) << "reply missing, late or out of order";
   ASSERT_TRUE(out.try_push(descriptor(sent, kStop))) << "the request ring is drained: the stop must fit";
   out.wake_consumer();
-  const ChildExit exit = child.wait_until(after(20s));
+  const ExitStatus exit = child.wait(after(20s));
   EXPECT_EQ(exit.code, kOk) << exit.describe();
   EXPECT_EQ(in.front(), nullptr) << "no reply beyond the ones sent";
 }
@@ -134,14 +127,14 @@ INSTANTIATE_TEST_SUITE_P(SpinningThenSleepingAndAlwaysSleeping, RingEchoTest,
 TEST_F(RingProcessTest, AChildWaitingOnAnEmptyRingSleepsAndReturnsFalseAtItsDeadline) {
   Segment segment = Segment::create(sizeof(Ring), "ring-test");
   auto* ring = new (segment.data()) Ring;
-  ChildProcess child = ChildProcess::spawn([&] {
+  ChildProcess child = ChildProcess::fork([&] {
     RingConsumer<Descriptor, kSlots> in(ring);
     const auto deadline = after(200ms);
     if (in.wait(deadline)) return 10;
     return Clock::now() >= deadline ? kOk : 11;
   });
   const auto start = Clock::now();
-  const ChildExit exit = child.wait_until(after(10s));
+  const ExitStatus exit = child.wait(after(10s));
   const auto wall = Clock::now() - start;
   ASSERT_EQ(exit.code, kOk) << exit.describe();
   EXPECT_LT(testing::cpu_time_of(exit.usage).count(), wall.count() / 5)
@@ -156,7 +149,7 @@ TEST_F(RingProcessTest, ACompletionPushedByAChildWakesTheParentsEventfd) {
   ring->consumer_sleeping.store(1);  // eventfd consumer: always wants a wake-up
   const int efd = make_eventfd();
   ASSERT_GE(efd, 0) << "make_eventfd: " << -efd;
-  ChildProcess child = ChildProcess::spawn([&] {
+  ChildProcess child = ChildProcess::fork([&] {
     RingProducer<Descriptor, kSlots> out(ring);
     for (uint64_t i = 0; i < 3; ++i) {
       if (!out.try_push(descriptor(i))) return kPushFailed;
@@ -167,7 +160,7 @@ TEST_F(RingProcessTest, ACompletionPushedByAChildWakesTheParentsEventfd) {
   });
   pollfd pfd{efd, POLLIN, 0};
   ASSERT_EQ(poll(&pfd, 1, 10000), 1) << "eventfd never became readable";
-  const ChildExit exit = child.wait_until(after(10s));
+  const ExitStatus exit = child.wait(after(10s));
   ASSERT_EQ(exit.code, kOk) << exit.describe();
   EXPECT_EQ(drain_eventfd(efd), 3);
   RingConsumer<Descriptor, kSlots> in(ring);

@@ -25,15 +25,7 @@ using testing::after;
 using testing::Clock;
 using namespace std::chrono_literals;
 
-// A request descriptor of the size the supervisor sends: 32 bytes.
-struct Descriptor {
-  uint64_t seq;
-  uint64_t offset;
-  uint32_t bytes;
-  uint32_t kind;
-  uint64_t check;
-};
-static_assert(sizeof(Descriptor) == 32);
+using testing::Descriptor;
 
 Descriptor descriptor(uint64_t seq) { return Descriptor{seq, seq * 64, 32, 7, ~seq}; }
 

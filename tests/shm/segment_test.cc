@@ -26,13 +26,14 @@
 #include <vector>
 
 #include "tests/shm/test_support.h"
+#include "tests/support/temp_dir.h"
 
 namespace corepool::shm {
 namespace {
 
 namespace fs = std::filesystem;
 using testing::after;
-using testing::ChildExit;
+using testing::ExitStatus;
 using testing::ChildProcess;
 using testing::shm_names_of;
 using namespace std::chrono_literals;
@@ -69,7 +70,7 @@ class SegmentTest : public ::testing::Test {
   }
 
   ChildProcess spawn(const std::function<int()>& body) {
-    ChildProcess child = ChildProcess::spawn(body);
+    ChildProcess child = ChildProcess::fork(body);
     children_.push_back(child.pid());
     return child;
   }
@@ -148,7 +149,7 @@ TEST_F(SegmentTest, AForkedChildSeesTheParentsWritesAndTheParentSeesTheChilds) {
   });
   words[0].store(0xfeedface);
   to_child.send('w');
-  const ChildExit exit = child.wait_until(after(10s));
+  const ExitStatus exit = child.wait(after(10s));
   ASSERT_EQ(exit.code, 0) << exit.describe();
   EXPECT_EQ(words[1].load(), 0xc0ffeeu);
 }
@@ -167,7 +168,7 @@ TEST_F(SegmentTest, AChildWritingToAReadOnlySegmentDiesOfSigsegvAndTheParentLive
     bytes[1] = 1;                       // must not return
     return 41;
   });
-  const ChildExit exit = child.wait_until(after(10s));
+  const ExitStatus exit = child.wait(after(10s));
   EXPECT_EQ(exit.signal, SIGSEGV) << exit.describe();
   EXPECT_EQ(bytes[0], 42);
   EXPECT_EQ(bytes[1], 0);
@@ -193,7 +194,7 @@ TEST_F(SegmentTest, AnOwnerKilledAfterCreateLeavesNoNameEvenWithoutASweep) {
   });
   ASSERT_EQ(from_child.receive(), 'c');
   const pid_t pid = child.pid();
-  const ChildExit exit = child.kill_and_wait(SIGKILL, after(10s));
+  const ExitStatus exit = child.kill_and_wait(SIGKILL, after(10s));
   EXPECT_EQ(exit.signal, SIGKILL) << exit.describe();
   EXPECT_TRUE(shm_names_of(pid).empty());
 }
@@ -209,7 +210,7 @@ TEST_F(SegmentTest, TheSweepRemovesANameWhoseOwnerDiedBeforeRemovingIt) {
     return 61;
   });
   const pid_t pid = child.pid();
-  const ChildExit exit = child.wait_until(after(10s));
+  const ExitStatus exit = child.wait(after(10s));
   ASSERT_EQ(exit.signal, SIGKILL) << exit.describe();
   ASSERT_EQ(shm_names_of(pid).size(), 1u) << "the frozen window left no name to sweep";
   EXPECT_GE(sweep_dead_segments(), 1);
@@ -228,7 +229,7 @@ TEST_F(SegmentTest, AnOwnerKilledWhileCreatingSegmentsLeavesNothingAfterTheSweep
   });
   ASSERT_EQ(from_child.receive(), 'r');
   const pid_t pid = child.pid();
-  const ChildExit exit = child.kill_and_wait(SIGKILL, after(10s));
+  const ExitStatus exit = child.kill_and_wait(SIGKILL, after(10s));
   ASSERT_EQ(exit.signal, SIGKILL) << exit.describe();
   EXPECT_GE(sweep_dead_segments(), 0);
   EXPECT_TRUE(shm_names_of(pid).empty());
@@ -236,29 +237,15 @@ TEST_F(SegmentTest, AnOwnerKilledWhileCreatingSegmentsLeavesNothingAfterTheSweep
 
 class SweepTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char templ[] = "/tmp/corepool-sweep-XXXXXX";
-    ASSERT_NE(mkdtemp(templ), nullptr);
-    dir_ = templ;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   void touch(const std::string& name) const { std::ofstream(dir_ / name) << "x"; }
   bool exists(const std::string& name) const { return fs::exists(dir_ / name); }
 
-  // A pid that certainly belongs to no process: a child we forked and reaped.
-  static pid_t dead_pid() {
-    ChildProcess child = ChildProcess::spawn([] { return 0; });
-    const pid_t pid = child.pid();
-    child.wait_until(after(10s));
-    return pid;
-  }
-
-  fs::path dir_;
+  testing::TempDir temp_{"corepool-sweep"};
+  const fs::path dir_ = temp_.path();
 };
 
 TEST_F(SweepTest, OnlyNamesOfDeadOwnersAreRemoved) {
-  const std::string dead = std::to_string(dead_pid());
+  const std::string dead = std::to_string(testing::dead_pid());
   const std::string alive = std::to_string(getpid());
   touch("corepool." + dead + ".0.weights");
   touch("corepool." + dead + ".17.rings");

@@ -17,7 +17,7 @@ namespace corepool::shm {
 namespace {
 
 using testing::after;
-using testing::ChildExit;
+using testing::ExitStatus;
 using testing::ChildProcess;
 using testing::Clock;
 using namespace std::chrono_literals;
@@ -57,7 +57,7 @@ TEST(FutexTest, WakeReachesAWaiterInAnotherProcess) {
   {
     Segment segment = Segment::create(sizeof(std::atomic<uint32_t>), "wake-test");
     auto* word = new (segment.data()) std::atomic<uint32_t>(0);
-    ChildProcess child = ChildProcess::spawn([&] {
+    ChildProcess child = ChildProcess::fork([&] {
       const auto deadline = after(60s);
       while (word->load() == 0) {
         const int rc = futex_wait(word, 0, deadline);
@@ -65,12 +65,12 @@ TEST(FutexTest, WakeReachesAWaiterInAnotherProcess) {
       }
       return 0;
     });
-    ASSERT_TRUE(testing::eventually([&] { return testing::blocked_in_futex(child.pid()); },
+    ASSERT_TRUE(testing::wait_until([&] { return testing::blocked_in_futex(child.pid()); },
                                     after(10s)))
         << "child never went to sleep in futex()";
     word->store(1);
     EXPECT_EQ(futex_wake(word, 1), 1) << "exactly the child was asleep";
-    const ChildExit exit = child.wait_until(after(10s));
+    const ExitStatus exit = child.wait(after(10s));
     EXPECT_EQ(exit.code, 0) << exit.describe();
   }
   EXPECT_TRUE(testing::shm_names_of(getpid()).empty());

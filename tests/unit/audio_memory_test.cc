@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/unit/scratch_dir_test_base.h"
+#include "tests/support/scratch_dir_test.h"
 #include "tools/audio_synth.h"
 #include "audio/audio_stream.h"
 #include "audio/audio_validation.h"

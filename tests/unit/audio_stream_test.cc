@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/unit/scratch_dir_test_base.h"
+#include "tests/support/scratch_dir_test.h"
 #include "tools/audio_synth.h"
 #include "audio/segmenter.h"
 

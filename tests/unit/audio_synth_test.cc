@@ -2,6 +2,7 @@
 // same spec, what each section kind sounds like, lengths, parse_sections and
 // its errors, and the damaged-file set. The fixture owns a temp dir.
 #include "tools/audio_synth.h"
+#include "tests/support/temp_dir.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -71,20 +72,14 @@ FileSpec one_section(Kind kind, double seconds, double hz, double gain = 0.5) {
 
 class SynthTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/corepool-synth-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string path(const std::string& name) const { return temp_ / name; }
 
   Decoded write_and_decode(const FileSpec& spec, const std::string& name = "x.wav") {
     write_audio(path(name), spec);
     return decode(path(name));
   }
 
-  std::string dir_;
+  testing::TempDir temp_{"corepool-synth"};
 };
 
 class SynthFormatTest : public SynthTest, public ::testing::WithParamInterface<const char*> {};
@@ -207,7 +202,7 @@ TEST_F(SynthTest, UnwritablePathIsReportedWithThePath) {
 }
 
 TEST_F(SynthTest, DamagedFilesAreWrittenAsDescribed) {
-  const std::vector<std::string> paths = write_damaged_files(dir_);
+  const std::vector<std::string> paths = write_damaged_files(temp_.path());
   ASSERT_EQ(paths.size(), 8u);
   for (const auto& p : paths) EXPECT_TRUE(std::filesystem::exists(p)) << p;
   EXPECT_EQ(std::filesystem::file_size(path("zero_bytes.wav")), 0u);

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "scratch_dir_test_base.h"
+#include "tests/support/scratch_dir_test.h"
 #include "supervisor/bench/bench_stats.h"
 
 namespace corepool {

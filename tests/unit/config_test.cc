@@ -2,6 +2,7 @@
 // the shipped config/corepool.toml must equal the built-in defaults, and every
 // kind of mistake must name file, line and key. Each test owns a temp dir.
 #include "config/config.h"
+#include "tests/support/temp_dir.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -21,16 +22,6 @@ const fs::path kDefaultsFile = fs::path(__FILE__).parent_path() / "../../config/
 
 class ConfigTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "corepool-config-XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override {
-    fs::remove_all(dir_);
-    EXPECT_FALSE(fs::exists(dir_)) << "temp dir left behind";
-  }
-
   std::string write(const std::string& text, const std::string& name = "corepool.toml") {
     const std::string path = (dir_ / name).string();
     std::ofstream(path) << text;
@@ -49,7 +40,8 @@ class ConfigTest : public ::testing::Test {
 
   std::string path() const { return (dir_ / "corepool.toml").string(); }
 
-  fs::path dir_;
+  testing::TempDir temp_{"corepool-config"};
+  const fs::path dir_ = temp_.path();
 };
 
 void expect_same(const Config& actual, const Config& expected) {

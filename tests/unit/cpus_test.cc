@@ -3,6 +3,7 @@
 // real affinity mask, and pinning. Pinning runs on a scratch thread so the test
 // process keeps its own affinity.
 #include "worker/cpus.h"
+#include "tests/support/temp_dir.h"
 
 #include <gtest/gtest.h>
 #include <sched.h>
@@ -56,16 +57,6 @@ TEST(CpuMaxTest, GarbageIsRejected) {
 // Owns a temp dir laid out like /sys/fs/cgroup.
 class CpuBudgetTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "corepool-cgroup-XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    root_ = pattern;
-  }
-  void TearDown() override {
-    fs::remove_all(root_);
-    EXPECT_FALSE(fs::exists(root_)) << "temp dir left behind";
-  }
-
   // Writes `text` to root/relative, creating directories on the way.
   void put(const std::string& relative, const std::string& text) {
     const fs::path file = root_ / fs::path(relative).relative_path();
@@ -77,7 +68,8 @@ class CpuBudgetTest : public ::testing::Test {
     return cgroup_quota_cpus(root_.string(), proc_self_cgroup);
   }
 
-  fs::path root_;
+  testing::TempDir temp_{"corepool-cgroup"};
+  const fs::path root_ = temp_.path();
 };
 
 TEST_F(CpuBudgetTest, V2QuotaIsReadFromTheOwnCgroup) {

@@ -1,5 +1,5 @@
-// Unit tests for supervisor/http/http_server.h over real sockets: a plain POSIX
-// client on 127.0.0.1 (ephemeral port) or a Unix socket in a mkdtemp dir.
+// Unit tests for supervisor/http/http_server.h over real sockets: the tests'
+// HttpClient on 127.0.0.1 (ephemeral port) or a Unix socket in a TempDir.
 // Every client read has a 5 s SO_RCVTIMEO, so no test can hang. The fixture
 // owns the server and the temp dir, and ends with a leak check: after the
 // server is destroyed the process has exactly the fds it had before.
@@ -18,6 +18,7 @@
 #include <uv.h>
 
 #include <atomic>
+#include <functional>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -34,123 +35,21 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/fd_count.h"
+#include "tests/support/http_client.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/wait.h"
+
 namespace corepool {
 namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using nlohmann::json;
+using testing::HttpClient;
+using testing::HttpReply;
 
 constexpr auto kDeadline = 5s;
-
-struct Reply {
-  int status = 0;
-  std::map<std::string, std::string> headers;  // lower-case names
-  std::string body;
-};
-
-// A blocking client socket with 5 s send/receive timeouts.
-class Client {
- public:
-  explicit Client(int fd) : fd_(fd) {
-    timeval tv{5, 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  }
-  ~Client() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Client(const Client&) = delete;
-
-  static std::unique_ptr<Client> tcp(int port) {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-      ::close(fd);
-      return nullptr;
-    }
-    return std::make_unique<Client>(fd);
-  }
-
-  static std::unique_ptr<Client> unix_socket(const std::string& path) {
-    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-      ::close(fd);
-      return nullptr;
-    }
-    return std::make_unique<Client>(fd);
-  }
-
-  bool send(std::string_view bytes) {
-    while (!bytes.empty()) {
-      ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      bytes.remove_prefix(static_cast<size_t>(n));
-    }
-    return true;
-  }
-
-  // One response (status, headers, Content-Length body); nullopt on EOF or timeout.
-  std::optional<Reply> read_reply() {
-    size_t end;
-    while ((end = buf_.find("\r\n\r\n")) == std::string::npos)
-      if (!fill()) return std::nullopt;
-    Reply reply;
-    std::string head = buf_.substr(0, end + 2);
-    buf_.erase(0, end + 4);
-    reply.status = std::atoi(head.c_str() + 9);  // "HTTP/1.1 200 ..."
-    for (size_t pos = head.find("\r\n") + 2; pos < head.size();) {
-      size_t eol = head.find("\r\n", pos), colon = head.find(':', pos);
-      std::string name = head.substr(pos, colon - pos);
-      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      reply.headers[name] = head.substr(colon + 2, eol - colon - 2);
-      pos = eol + 2;
-    }
-    size_t length = reply.headers.count("content-length") ? std::stoul(reply.headers["content-length"]) : 0;
-    while (buf_.size() < length)
-      if (!fill()) return std::nullopt;
-    reply.body = buf_.substr(0, length);
-    buf_.erase(0, length);
-    return reply;
-  }
-
-  // True when the server closed the connection (EOF or reset) before the timeout.
-  bool closed_by_server() {
-    char c;
-    ssize_t n;
-    do n = ::recv(fd_, &c, 1, 0);
-    while (n > 0);
-    return n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
-  }
-
-  // Vanish abruptly: RST instead of FIN.
-  void reset() {
-    linger lg{1, 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-    ::close(fd_);
-    fd_ = -1;
-  }
-
-  void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
-
- private:
-  bool fill() {
-    char chunk[16384];
-    ssize_t n = ::recv(fd_, chunk, sizeof(chunk), 0);
-    if (n <= 0) return false;
-    buf_.append(chunk, static_cast<size_t>(n));
-    return true;
-  }
-
-  int fd_;
-  std::string buf_;
-};
 
 std::string get(const std::string& target, const std::string& extra = "") {
   return "GET " + target + " HTTP/1.1\r\nHost: test\r\n" + extra + "\r\n";
@@ -167,17 +66,8 @@ void echo(HttpRequest&& request, Responder responder) {
   responder.send(std::move(response));
 }
 
-// Polls a condition until it holds or the deadline passes: a wait on an event
-// the server exposes only through stats().
-template <typename Pred>
-bool eventually(Pred pred) {
-  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
+// The server exposes some events only through stats(): wait on them with a deadline.
+bool eventually(const std::function<bool()>& pred) { return testing::wait_until(pred, kDeadline); }
 
 // Responders handed from the loop thread to the test thread.
 class ResponderQueue {
@@ -212,12 +102,6 @@ HttpResponse text(std::string body) {
   return response;
 }
 
-size_t count_fds() {
-  size_t n = 0;
-  for (auto it = fs::directory_iterator("/proc/self/fd"); it != fs::directory_iterator(); ++it) ++n;
-  return n;
-}
-
 class HttpServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -230,17 +114,12 @@ class HttpServerTest : public ::testing::Test {
       return true;
     }();
     (void)warmed;
-    fds_before_ = count_fds();
-    std::string pattern = ::testing::TempDir() + "corepool-http-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
+    fds_before_ = testing::open_fd_count();
   }
 
   void TearDown() override {
     server_.reset();
-    EXPECT_EQ(count_fds(), fds_before_) << "file descriptors leaked";
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
+    EXPECT_EQ(testing::open_fd_count(), fds_before_) << "file descriptors leaked";
   }
 
   static HttpServerOptions local() {
@@ -255,11 +134,12 @@ class HttpServerTest : public ::testing::Test {
     return *server_;
   }
 
-  std::unique_ptr<Client> connect() { return Client::tcp(server_->port()); }
+  std::unique_ptr<HttpClient> connect() { return HttpClient::tcp(server_->port()); }
 
   std::unique_ptr<HttpServer> server_;
-  size_t fds_before_ = 0;
-  fs::path dir_;
+  int fds_before_ = 0;
+  testing::TempDir temp_{"corepool-http"};
+  const fs::path dir_ = temp_.path();
 };
 
 TEST_F(HttpServerTest, GetIsAnsweredWithTheHandlersJsonAndCounted) {
@@ -412,7 +292,7 @@ TEST_F(HttpServerTest, ExpectContinueIsAnsweredBeforeTheBody) {
   EXPECT_EQ(json::parse(reply->body)["body"], "data");
 }
 
-void expect_error_and_close(Client& client, int status) {
+void expect_error_and_close(HttpClient& client, int status) {
   auto reply = client.read_reply();
   ASSERT_TRUE(reply) << "no answer, expected " << status;
   EXPECT_EQ(reply->status, status);
@@ -551,7 +431,7 @@ TEST_F(HttpServerTest, ConnectionsOverTheLimitGet503WithRetryAfter) {
   serve(options, echo);
   auto first = connect(), second = connect();
   ASSERT_TRUE(first && second);
-  for (Client* c : {first.get(), second.get()}) {  // both accepted and counted
+  for (HttpClient* c : {first.get(), second.get()}) {  // both accepted and counted
     ASSERT_TRUE(c->send(get("/")));
     ASSERT_TRUE(c->read_reply());
   }
@@ -590,7 +470,7 @@ TEST_F(HttpServerTest, UnixSocketServesWithMode0660AndReplacesAStaleFile) {
   struct stat st {};
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0660u);
-  auto client = Client::unix_socket(path);
+  auto client = HttpClient::unix_socket(path);
   ASSERT_TRUE(client && client->send(get("/unix")));
   auto reply = client->read_reply();
   ASSERT_TRUE(reply);
@@ -641,7 +521,7 @@ TEST_F(HttpServerTest, UnixSocketBelongsToTheConfiguredGroup) {
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_gid, *gid);
   EXPECT_EQ(st.st_mode & 0777, 0660u);
-  auto client = Client::unix_socket(path);
+  auto client = HttpClient::unix_socket(path);
   ASSERT_TRUE(client && client->send(get("/grouped")));
   EXPECT_TRUE(client->read_reply());
 }
@@ -673,7 +553,7 @@ TEST_F(HttpServerTest, StopLetsAnInFlightRequestFinishWithinTheDrain) {
   ASSERT_TRUE(responder);
   std::thread stopper([&] { server_->stop(10s); });
   // Stop has begun once the listener is gone.
-  EXPECT_TRUE(eventually([&] { return Client::tcp(port) == nullptr; }));
+  EXPECT_TRUE(eventually([&] { return HttpClient::tcp(port) == nullptr; }));
   responder->send(text("finished"));
   auto reply = client->read_reply();
   client.reset();  // spares the server its lingering close

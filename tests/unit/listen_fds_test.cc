@@ -29,8 +29,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "tests/engine/test_support.h"
-#include "tests/unit/scratch_dir_test_base.h"
+#include "tests/support/process.h"
+#include "tests/support/scratch_dir_test.h"
+#include "tests/support/wait.h"
 
 #ifndef COREPOOL_SOCKET_ACTIVATE_BIN
 #define COREPOOL_SOCKET_ACTIVATE_BIN "/usr/bin/systemd-socket-activate"
@@ -43,8 +44,6 @@ using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
 constexpr const char* kChildEnv = "COREPOOL_LISTEN_FDS_CHILD";  // set by the parent tests only
-
-std::string self_exe() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
 
 std::string env_or_empty(const char* name) {
   const char* v = std::getenv(name);
@@ -87,44 +86,8 @@ bool readable(int fd, std::chrono::milliseconds timeout) {
   return ::poll(&p, 1, static_cast<int>(timeout.count())) == 1;
 }
 
-// Starts argv with fds[i] at fd 3+i, `env` added, and (if `listen_pid`)
-// LISTEN_PID set to the child's own pid; stdout and stderr go to `out_path`.
-pid_t spawn(const std::vector<std::string>& argv, const std::vector<int>& fds, std::vector<std::string> env,
-            bool listen_pid, const std::string& out_path) {
-  const pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  // Child. First lift every fd above 3+n so that the dup2()s cannot clobber one.
-  std::vector<int> high;
-  for (int fd : fds) high.push_back(::fcntl(fd, F_DUPFD_CLOEXEC, 100));
-  for (size_t i = 0; i < high.size(); ++i) {
-    if (::dup2(high[i], 3 + static_cast<int>(i)) < 0) ::_exit(126);  // dup2 clears FD_CLOEXEC
-  }
-  const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  ::dup2(out, 1);
-  ::dup2(out, 2);
-  if (listen_pid) env.push_back("LISTEN_PID=" + std::to_string(::getpid()));
-  for (auto& kv : env) ::putenv(kv.data());
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  ::execv(args[0], args.data());
-  ::_exit(127);
-}
-
-// The child's exit code (-signal if killed); SIGKILLs it after `timeout` (-1000).
-int wait_exit(pid_t pid, std::chrono::milliseconds timeout) {
-  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-  const bool exited = pidfd >= 0 && readable(pidfd, timeout);
-  if (pidfd >= 0) ::close(pidfd);
-  if (!exited) ::kill(pid, SIGKILL);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (!exited) return -1000;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-}
-
 std::vector<std::string> child_test_args(const std::string& name) {
-  return {self_exe(), "--gtest_also_run_disabled_tests", "--gtest_filter=DISABLED_ListenFdsChild." + name};
+  return testing::self_test_argv("DISABLED_ListenFdsChild." + name);
 }
 
 class ListenFdsTest : public testing::ScratchDirTest {
@@ -138,19 +101,9 @@ class ListenFdsTest : public testing::ScratchDirTest {
   void run_child(const std::string& name, const std::vector<int>& fds, std::vector<std::string> env) {
     env.push_back(std::string(kChildEnv) + "=1");
     env.push_back("LISTEN_FDS=" + std::to_string(fds.size()));
-    const std::string out = path("child.out");
-    const int code = wait_exit(spawn(child_test_args(name), fds, env, true, out), 60s);
-    const std::string text = read(out);
-    EXPECT_EQ(code, 0) << text;
-    EXPECT_THAT(text, HasSubstr("[  PASSED  ] 1 test")) << text;
-    std::filesystem::remove(out);
-  }
-
-  static std::string read(const std::string& file) {
-    std::ifstream in(file);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+    const testing::Spawned child = testing::spawn_process_with(child_test_args(name), dir_, {env, fds, "LISTEN_PID", {}});
+    const testing::ProcessResult r = testing::wait_process(child, 60s);
+    EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
   }
 };
 
@@ -202,15 +155,14 @@ TEST_F(ListenFdsTest, SystemdSocketActivateHandsOverItsListeners) {
   std::vector<std::string> argv = {COREPOOL_SOCKET_ACTIVATE_BIN, "-l", path("http.sock"), "-l", path("unix.sock"),
                                    "--fdname=http:unix", "-E", std::string(kChildEnv) + "=1"};
   for (const std::string& a : child_test_args("ServesWhatSocketActivateHandsOver")) argv.push_back(a);
-  const std::string out = path("activate.out");
-  const pid_t pid = spawn(argv, {}, {}, false, out);
+  const testing::Spawned tool = testing::spawn_process(argv, dir_);
 
   // The tool binds and then listens; no event tells us when, so poll connect()
   // with a deadline (the interval only bounds how late we notice).
   const int client = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   const sockaddr_un a = unix_address(path("http.sock"));
   int connect_errno = 0;
-  const bool connected = corepool::testing::wait_until([&] {
+  const bool connected = testing::wait_until([&] {
     if (::connect(client, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) == 0) {
       connect_errno = 0;
       return true;
@@ -228,11 +180,9 @@ TEST_F(ListenFdsTest, SystemdSocketActivateHandsOverItsListeners) {
     reply.append(buf, static_cast<size_t>(n));
   }
   ::close(client);
-  const int code = wait_exit(pid, 60s);
-  const std::string text = read(out);
-  EXPECT_EQ(reply, "accepted on http\n") << text;
-  EXPECT_EQ(code, 0) << text;
-  EXPECT_THAT(text, HasSubstr("[  PASSED  ] 1 test")) << text;
+  const testing::ProcessResult r = testing::wait_process(tool, 60s);
+  EXPECT_EQ(reply, "accepted on http\n") << r.out << r.err;
+  EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
 }
 
 // ---- Run by the tests above in a fresh process, never on their own. ----

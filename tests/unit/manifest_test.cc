@@ -9,7 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "tests/unit/scratch_dir_test_base.h"
+#include "tests/support/scratch_dir_test.h"
 
 namespace corepool {
 namespace {

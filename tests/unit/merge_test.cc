@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "supervisor/batch/shard_report.h"
-#include "tests/unit/scratch_dir_test_base.h"
+#include "tests/support/scratch_dir_test.h"
 
 namespace corepool {
 namespace {

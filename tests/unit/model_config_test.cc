@@ -2,6 +2,7 @@
 // model.toml loads field for field, to_toml() output loads back to the same value,
 // and each validation error names file, line and key. Each test owns a temp dir.
 #include "config/model_config.h"
+#include "tests/support/temp_dir.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -51,16 +52,6 @@ std::string with_line(const std::string& text, int line, const std::string& repl
 
 class ModelConfigTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "corepool-model-XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override {
-    fs::remove_all(dir_);
-    EXPECT_FALSE(fs::exists(dir_)) << "temp dir left behind";
-  }
-
   std::string write(const std::string& text) {
     std::ofstream(path()) << text;
     return path();
@@ -83,7 +74,8 @@ class ModelConfigTest : public ::testing::Test {
 
   std::string path() const { return (dir_ / "model.toml").string(); }
 
-  fs::path dir_;
+  testing::TempDir temp_{"corepool-model"};
+  const fs::path dir_ = temp_.path();
 };
 
 void expect_same(const ModelConfig& actual, const ModelConfig& expected) {

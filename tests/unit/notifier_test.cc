@@ -19,8 +19,8 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
-#include "tests/engine/notify_listener.h"
-#include "tests/unit/scratch_dir_test_base.h"
+#include "tests/support/notify_listener.h"
+#include "tests/support/scratch_dir_test.h"
 
 namespace corepool {
 namespace {

@@ -1,6 +1,6 @@
 // Unit tests for supervisor/batch/result_file.h: the temp-then-rename write of a
 // batch result, the completeness check used to resume a batch, and the sweep
-// of temp files left by dead runs. Each test owns a fresh mkdtemp directory;
+// of temp files left by dead runs. Each test owns a fresh TempDir;
 // TearDown checks that no temp file was left behind, then removes it.
 #include "supervisor/batch/result_file.h"
 
@@ -19,6 +19,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
+
 namespace corepool {
 namespace {
 
@@ -27,16 +30,8 @@ using nlohmann::json;
 
 class ResultFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = ::testing::TempDir() + "corepool-result-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr) << pattern;
-    dir_ = pattern;
-  }
-
   void TearDown() override {
     EXPECT_EQ(temp_files(), std::vector<std::string>{}) << "temp files left behind";
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
   }
 
   // Every file under dir_ whose name carries the ".tmp." mark.
@@ -58,15 +53,6 @@ class ResultFileTest : public ::testing::Test {
     std::ofstream(file, std::ios::binary) << text;
   }
 
-  // The pid of a child that has exited and been reaped: no process has it.
-  static pid_t dead_pid() {
-    const pid_t child = ::fork();
-    if (child == 0) ::_exit(0);
-    EXPECT_GT(child, 0);
-    EXPECT_EQ(::waitpid(child, nullptr, 0), child);
-    return child;
-  }
-
   static std::vector<std::string> read_lines(const std::string& file) {
     std::ifstream in(file);
     std::vector<std::string> lines;
@@ -74,7 +60,8 @@ class ResultFileTest : public ::testing::Test {
     return lines;
   }
 
-  std::string dir_;
+  testing::TempDir temp_{"corepool-result"};
+  const std::string dir_ = temp_.path();
 };
 
 // The same fixture, named after what its tests check.
@@ -263,7 +250,7 @@ TEST_F(ResultIsCompleteTest, OnlyTheEndOfALargeResultIsRead) {
 }
 
 TEST_F(ResultSweepTest, TempFilesOfADeadProcessAreRemovedAtAnyDepth) {
-  const std::string suffix = ".tmp." + std::to_string(dead_pid());
+  const std::string suffix = ".tmp." + std::to_string(testing::dead_pid());
   write_text(path("top.jsonl" + suffix), "{}\n");
   write_text(path("a/b/deep.jsonl" + suffix), "{}\n");
   write_text(path("a/b/final.jsonl"), "{\"summary\":1}\n");
@@ -289,7 +276,7 @@ TEST_F(ResultSweepTest, NamesThatOnlyLookLikeTempFilesAreKept) {
                                           "a.tmp.0",    "a.tmp",     "a.tmp.99999999999",
                                           "a.tmp.1.bak", "plain.jsonl"};
   for (const std::string& name : names) write_text(path("look/" + name), "{}\n");
-  const std::string stale = path("look/a.tmp." + std::to_string(dead_pid()));
+  const std::string stale = path("look/a.tmp." + std::to_string(testing::dead_pid()));
   write_text(stale, "{}\n");
   EXPECT_EQ(sweep_stale_temp_files(dir_), 1);
   EXPECT_FALSE(fs::exists(stale));
@@ -298,7 +285,7 @@ TEST_F(ResultSweepTest, NamesThatOnlyLookLikeTempFilesAreKept) {
 }
 
 TEST_F(ResultSweepTest, ASecondSweepOrASweepOfAMissingDirectoryRemovesNothing) {
-  write_text(path("out.jsonl.tmp." + std::to_string(dead_pid())), "{}\n");
+  write_text(path("out.jsonl.tmp." + std::to_string(testing::dead_pid())), "{}\n");
   EXPECT_EQ(sweep_stale_temp_files(dir_), 1);
   EXPECT_EQ(sweep_stale_temp_files(dir_), 0);
   EXPECT_EQ(sweep_stale_temp_files(path("does/not/exist")), 0);

@@ -20,7 +20,8 @@
 #include "supervisor/batch/inputs.h"
 #include "supervisor/batch/manifest.h"
 #include "supervisor/batch/result_file.h"
-#include "tests/unit/scratch_dir_test_base.h"
+#include "tests/support/process.h"
+#include "tests/support/scratch_dir_test.h"
 
 namespace corepool {
 namespace {
@@ -200,15 +201,7 @@ TEST(ShardEnvironmentTest, TheProcessEnvironmentIsRead) {
   EXPECT_FALSE(resolve_shard("", process_environment()).sharded());
 }
 
-class ShardSweepTest : public testing::ScratchDirTest {
- protected:
-  static pid_t dead_pid() {
-    const pid_t child = ::fork();
-    if (child == 0) ::_exit(0);
-    ::waitpid(child, nullptr, 0);
-    return child;
-  }
-};
+class ShardSweepTest : public testing::ScratchDirTest {};
 
 // Shards on other hosts write into the same directory: a pid that is dead here
 // may be alive there, so a shard must leave other shards' temp files alone.
@@ -219,7 +212,7 @@ TEST_F(ShardSweepTest, ASweepOnlyRemovesTheTempFilesOfItsOwnShard) {
     const std::string key = "sub/" + std::to_string(i) + ".wav";
     (mine.owns(key) ? own_key : other_key) = key;
   }
-  const std::string tmp = ".jsonl.tmp." + std::to_string(dead_pid());
+  const std::string tmp = ".jsonl.tmp." + std::to_string(testing::dead_pid());
   fs::create_directories(path("out/sub"));
   std::ofstream(path("out/" + own_key + tmp)) << "{}\n";
   std::ofstream(path("out/" + other_key + tmp)) << "{}\n";

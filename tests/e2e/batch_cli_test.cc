@@ -11,7 +11,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "tests/engine/test_support.h"
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
 #include "tools/audio_synth.h"
 #include "audio/audio_stream.h"
 #include "worker/engine.h"

@@ -13,7 +13,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "tests/engine/test_support.h"
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
 #include "tools/audio_synth.h"
 
 namespace corepool {

@@ -10,7 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
-#include "tests/engine/test_support.h"
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
 #include "tools/audio_synth.h"
 
 namespace corepool {

@@ -15,7 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "supervisor/batch/shard.h"
-#include "tests/engine/test_support.h"
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
 #include "tools/audio_synth.h"
 
 namespace corepool {

@@ -19,10 +19,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "tests/engine/http_client.h"
-#include "tests/engine/infer_support.h"
-#include "tests/engine/serve_support.h"
-#include "tests/engine/test_support.h"
+#include "tests/support/http_client.h"
+#include "tests/e2e/infer_support.h"
+#include "tests/e2e/serve_support.h"
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
 
 namespace corepool {
 namespace {

@@ -2,11 +2,10 @@
 // socket in its own temp dir, to be put in a child's NOTIFY_SOCKET, and
 // collects what arrives (with the sender's pid, for NotifyAccess=main checks).
 // Header-only; used by the Notifier unit tests and the `corepool serve` tests.
-// Removes its socket and dir when destroyed.
+// Its socket lives in its own TempDir, removed when it is destroyed.
 #pragma once
 
 #include <poll.h>
-#include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -14,11 +13,12 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 #include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "tests/support/temp_dir.h"
 
 namespace corepool::testing {
 
@@ -30,11 +30,7 @@ class NotifyListener {
   };
 
   NotifyListener() {
-    // /tmp, not $TMPDIR: sun_path holds 108 bytes and this path is ~36.
-    char tmpl[] = "/tmp/corepool-notify-XXXXXX";
-    if (!::mkdtemp(tmpl)) throw std::runtime_error(std::string("mkdtemp: ") + std::strerror(errno));
-    dir_ = tmpl;
-    path_ = dir_ + "/notify.sock";
+    path_ = dir_ / "notify.sock";  // ~36 bytes: fits sun_path's 108
     fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd_ < 0) fail("socket");
     sockaddr_un addr{};
@@ -46,8 +42,6 @@ class NotifyListener {
   }
   ~NotifyListener() {
     if (fd_ >= 0) ::close(fd_);
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
   }
   NotifyListener(const NotifyListener&) = delete;
   NotifyListener& operator=(const NotifyListener&) = delete;
@@ -137,7 +131,7 @@ class NotifyListener {
     }
   }
 
-  std::string dir_;
+  TempDir dir_{"corepool-notify"};
   std::string path_;
   int fd_ = -1;
   std::vector<std::string> messages_;

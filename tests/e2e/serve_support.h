@@ -14,7 +14,8 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/engine/test_support.h"
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
 
 namespace corepool::testing {
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
 #include <fstream>
 #include <regex>
 
@@ -15,8 +16,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "tests/engine/serve_support.h"
-#include "tests/engine/test_support.h"
+#include "tests/e2e/serve_support.h"
+#include "tests/support/http_client.h"
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
 
 namespace corepool {
 namespace {
@@ -138,24 +141,16 @@ TEST(ServeLoadTest, AThousandIdleKeepAliveConnectionsAreHeldWithoutHarm) {
   ServeProcess server(dir, {"--workers", "1"});
   ASSERT_TRUE(server.started()) << server.log();
   const double rss_before = metric_of(dir, server, R"(corepool_memory_rss_bytes{process="supervisor"})");
-  std::vector<int> fds;
-  const std::string request = "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n";
+  std::vector<std::unique_ptr<testing::HttpClient>> clients;
   for (int i = 0; i < 1000; ++i) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    ASSERT_GE(fd, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(server.port()));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << i;
-    ASSERT_EQ(::write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
-    fds.push_back(fd);
+    clients.push_back(testing::HttpClient::tcp(server.port(), 60));
+    ASSERT_NE(clients.back(), nullptr) << i;
+    ASSERT_TRUE(clients.back()->send("GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")) << i;
   }
-  for (int fd : fds) {  // every one answered, none closed
-    char buf[512];
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    ASSERT_GT(n, 0);
-    EXPECT_EQ(std::string(buf, 12), "HTTP/1.1 200");
+  for (auto& client : clients) {  // every one answered, none closed
+    const auto reply = client->read_reply();
+    ASSERT_TRUE(reply);
+    EXPECT_EQ(reply->status, 200);
   }
   const std::string metrics = curl(dir, {server.url("/metrics")}).body;
   EXPECT_GE(testing::metric(metrics, "corepool_http_connections_open"), 1000);
@@ -163,7 +158,7 @@ TEST(ServeLoadTest, AThousandIdleKeepAliveConnectionsAreHeldWithoutHarm) {
   EXPECT_LT(rss_after - rss_before, 64.0 * 1024 * 1024) << "idle connections must cost kilobytes each, not more";
   const testing::HttpAnswer live = curl(dir, {server.url("/v2/health/live")});
   EXPECT_EQ(live.code, 200);
-  for (int fd : fds) ::close(fd);
+  clients.clear();
   EXPECT_TRUE(testing::wait_until([&] { return metric_of(dir, server, "corepool_http_connections_open") <= 1; },
                                   std::chrono::seconds(30)));
   EXPECT_EQ(server.stop().exit_code, 0);

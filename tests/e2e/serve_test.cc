@@ -7,14 +7,18 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "tests/engine/notify_listener.h"
-#include "tests/engine/serve_support.h"
-#include "tests/engine/test_support.h"
+#include "tests/support/notify_listener.h"
+#include "tests/e2e/infer_support.h"
+#include "tests/e2e/serve_support.h"
+#include "tests/support/http_client.h"
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
 #include "tools/audio_synth.h"
 #include "worker/engine.h"
 
@@ -27,6 +31,8 @@ using nlohmann::json;
 using testing::curl;
 using testing::HttpAnswer;
 using testing::ServeProcess;
+
+constexpr const char* kInfer = "/v2/models/default/infer";
 
 // One log-mel item computed in-process from a generated PCM segment, and the
 // scores the model gives it: what the server must reproduce.
@@ -296,30 +302,47 @@ TEST_F(ServeTest, ABodyOverTheLimitGets413) {
 }
 
 // The queue holds queue_depth segments; a request that does not fit is
-// answered 503 with Retry-After at once, never queued without bound.
+// answered 503 with Retry-After at once, never queued without bound. The one
+// worker is stopped (SIGSTOP) before the queue is filled, so nothing drains
+// it until the test says so: no timing window.
 TEST_F(ServeTest, AFullQueueAnswers503WithRetryAfter) {
-  const std::string config = write_text(dir_, "c.toml", "[engine]\nqueue_depth = 4\nmax_batch = 1\n[serve]\nretry_after_s = 3\n");
-  ServeProcess server(dir_, {"--workers", "1"}, {}, {"--config", config});
+  const std::string config = write_text(dir_, "c.toml",
+                                        "[engine]\nmode = \"process\"\nworkers = 1\nqueue_depth = 4\nmax_batch = 1\n"
+                                        "hang_timeout_ms = 3600000\n[serve]\nretry_after_s = 3\n");
+  ServeProcess server(dir_, {}, {}, {"--config", config});
   ASSERT_TRUE(server.started()) << server.log();
-  // 40 s of audio is 79 segments: the decoder keeps the 4-segment queue full
-  // for about a second while it is tagged.
-  const std::string wav = dir_.path() + "/long.wav";
-  synth::write_audio(wav, synth::demo_of_seconds(40));
-  testing::Spawned tagger = testing::spawn_process(
-      {testing::kCurl, "-s", "-o", "/dev/null", "-w", "%{http_code}", "--data-binary", "@" + wav, server.url("/v1/audio:tag")},
-      dir_.path());
-  ASSERT_TRUE(testing::wait_until([&] {
-    return testing::metric(curl(dir_, {server.url("/metrics")}).body, "corepool_queue_depth") == 4;
-  }, std::chrono::seconds(60)));
+  const std::vector<int> workers = testing::child_pids(server.pid());
+  ASSERT_EQ(workers.size(), 1u);
+  ASSERT_EQ(::kill(workers[0], SIGSTOP), 0);
+  ASSERT_TRUE(testing::wait_until([&] { return testing::process_state(workers[0]) == 'T'; },
+                                  std::chrono::seconds(10)));
+  // Four items fill the queue exactly; their answer waits for the worker.
   const Reference r = reference_item(440);
-  const std::string path = write_text(dir_, "infer.json", infer_body({r.input}).dump());
-  const HttpAnswer a = post_file(dir_, server.url("/v2/models/default/infer"), path);
-  EXPECT_EQ(a.code, 503) << a.body;
-  EXPECT_THAT(a.headers, HasSubstr("retry-after: 3"));
-  EXPECT_THAT(json::parse(a.body)["error"].get<std::string>(), HasSubstr("queue is full"));
-  const testing::ProcessResult tagged = testing::wait_process(tagger, std::chrono::seconds(120));
-  EXPECT_EQ(tagged.out, "200");
-  EXPECT_EQ(post_file(dir_, server.url("/v2/models/default/infer"), path).code, 200);
+  std::vector<float> four;
+  for (int i = 0; i < 4; ++i) four.insert(four.end(), r.input.begin(), r.input.end());
+  const auto [held_body, held_headers] = testing::infer_request("held", four, 4);
+  testing::HttpReply held;
+  std::thread holder([&, body = held_body, headers = held_headers] {
+    testing::HttpClient http(server.port());
+    held = http.post(kInfer, body, headers);
+  });
+  testing::HttpClient http(server.port());
+  const bool full = testing::wait_until([&] {
+    return testing::metric(http.get("/metrics").body, "corepool_queue_depth") == 4;
+  }, std::chrono::seconds(60));
+  EXPECT_TRUE(full) << http.get("/metrics").body;
+  const auto [body, headers] = testing::infer_request("one", r.input);
+  const testing::HttpReply refused = http.post(kInfer, body, headers);
+  EXPECT_EQ(refused.status, 503) << refused.error << refused.body;
+  EXPECT_EQ(refused.headers.count("retry-after") ? refused.headers.at("retry-after") : "", "3");
+  EXPECT_THAT(json::parse(refused.body)["error"].get<std::string>(), HasSubstr("queue is full"));
+  // The worker wakes: the held request gets its scores, and there is room again.
+  ::kill(workers[0], SIGCONT);
+  holder.join();
+  EXPECT_EQ(held.status, 200) << held.error << held.body;
+  EXPECT_EQ(testing::scores_of(held.body).size(), 4 * r.scores.size());
+  const testing::HttpReply after = http.post(kInfer, body, headers);
+  EXPECT_EQ(after.status, 200) << after.body;
   EXPECT_EQ(server.stop().exit_code, 0);
 }
 

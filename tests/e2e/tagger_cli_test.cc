@@ -1,0 +1,139 @@
+// The trained default model (models/default) through the real binary: the
+// spoken words Debian's alsa-utils installs, the `make run` demo, whose
+// boundaries are known, its timeline format, and the trainer. The held-out
+// accuracy is tested in-process in tests/engine/tagger_test.cc.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
+#include "tools/audio_synth.h"
+#include "tools/sound_classes.h"
+#include "worker/engine.h"
+#include "worker/model.h"
+
+namespace corepool {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kAlsaSounds = "/usr/share/sounds/alsa";
+
+// Runs `corepool batch --out -` on `files` and groups its JSON lines by file.
+std::map<std::string, std::vector<json>> batch_lines(const std::vector<std::string>& files,
+                                                     const testing::TempDir& dir) {
+  std::vector<std::string> argv = {COREPOOL_BIN, "--log-level", "warn", "batch", "--model",
+                                   COREPOOL_TAGGER_MODEL, "--out", "-", "--no-progress"};
+  argv.insert(argv.end(), files.begin(), files.end());
+  const testing::ProcessResult r = testing::run_process(argv, dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::map<std::string, std::vector<json>> by_file;
+  for (const std::string& line : testing::lines_of(r.out)) {
+    const json j = json::parse(line);
+    by_file[fs::path(j["file"].get<std::string>()).filename().string()].push_back(j);
+  }
+  return by_file;
+}
+
+// Seconds of the file covered by events of `label` (events of one label never overlap).
+double seconds_of(const std::vector<json>& lines, const std::string& label) {
+  double total = 0;
+  for (const json& j : lines) {
+    if (j.contains("label") && j["label"] == label) total += j["end"].get<double>() - j["start"].get<double>();
+  }
+  return total;
+}
+
+double duration_of(const std::vector<json>& lines) {
+  return lines.empty() || !lines.back().contains("summary") ? 0.0 : lines.back()["summary"]["duration"].get<double>();
+}
+
+TEST(TaggerTest, AlsaRecordingsOfSpokenWordsAreTaggedSpeechForMostOfTheirDuration) {
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(kAlsaSounds)) {
+    if (e.path().extension() == ".wav") files.push_back(e.path());
+  }
+  ASSERT_GE(files.size(), 9u) << kAlsaSounds << " should hold alsa-utils' test sounds (apt-get install alsa-utils)";
+  testing::TempDir dir;
+  const auto by_file = batch_lines(files, dir);
+  ASSERT_EQ(by_file.size(), files.size());
+  for (const auto& [file, lines] : by_file) {
+    // Every file is a spoken channel name ("Front Center"), except Noise.wav, which is noise.
+    const std::string truth = file == "Noise.wav" ? "noise" : "speech";
+    const double duration = duration_of(lines), tagged = seconds_of(lines, truth);
+    std::printf("%-16s %.2f s, %s %.2f s\n", file.c_str(), duration, truth.c_str(), tagged);
+    EXPECT_GT(tagged, 0.5 * duration) << file << " is " << truth;
+  }
+}
+
+TEST(TaggerTest, TheDemoTimelineHasEachPartWithinOneSegmentOfItsTrueBoundaries) {
+  testing::TempDir dir;
+  const std::string wav = dir / "demo.wav";
+  synth::write_samples(wav, synth::demo_samples(16000), 16000);
+  const auto by_file = batch_lines({wav}, dir);
+  ASSERT_EQ(by_file.count("demo.wav"), 1u);
+  std::vector<json> events = by_file.at("demo.wav");
+  events.pop_back();  // the summary
+  const auto parts = synth::demo_parts();
+  ASSERT_EQ(events.size(), parts.size()) << json(events).dump();
+  const double segment = load_model(COREPOOL_TAGGER_MODEL)->config.segment_seconds;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    SCOPED_TRACE(events[i].dump());
+    EXPECT_EQ(events[i]["label"], synth::label_name(parts[i].label));
+    EXPECT_NEAR(events[i]["start"].get<double>(), parts[i].start, segment);
+    EXPECT_NEAR(events[i]["end"].get<double>(), parts[i].end, segment);
+  }
+}
+
+TEST(TaggerTest, TimelineFormatPrintsOneReadableLinePerEventAndNeedsStdout) {
+  testing::TempDir dir;
+  const std::string wav = dir / "demo.wav";
+  synth::write_samples(wav, synth::demo_samples(16000), 16000);
+  const auto r = testing::run_process({COREPOOL_BIN, "--log-level", "warn", "batch", "--model", COREPOOL_TAGGER_MODEL,
+                                       "--format", "timeline", "--out", "-", "--no-progress", wav},
+                                      dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = testing::lines_of(r.out);
+  ASSERT_EQ(lines.size(), synth::demo_parts().size() + 1) << r.out;
+  EXPECT_NE(lines[0].find("   0.0 - "), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find(" speech "), std::string::npos) << lines[0];
+  EXPECT_NE(lines.back().find("28.0 s of audio"), std::string::npos) << lines.back();
+
+  const auto bad = testing::run_process({COREPOOL_BIN, "batch", "--model", COREPOOL_TAGGER_MODEL, "--format",
+                                         "timeline", "--out", dir / "out", wav},
+                                        dir.path());
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--format timeline"), std::string::npos) << bad.err;
+  EXPECT_FALSE(fs::exists(dir / "out"));
+}
+
+TEST(TaggerTest, TheTrainerWritesALoadableModelAndRefusesAnotherContract) {
+  testing::TempDir dir;
+  fs::create_directories(dir / "m");
+  fs::copy_file(std::string(COREPOOL_TAGGER_MODEL) + "/model.toml", dir / "m/model.toml");
+  const auto r = testing::run_process({COREPOOL_TRAIN_TAGGER_BIN, "--out", dir / "m", "--per-class", "12",
+                                       "--held-out-per-class", "4", "--epochs", "1"},
+                                      dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("held-out accuracy"), std::string::npos) << r.out;
+  const auto model = load_model(dir / "m");
+  Engine engine(model);
+  EXPECT_NO_THROW(engine.check_output_shape());  // one forward(): [1, 4] scores
+
+  std::string toml = testing::read_file(dir / "m/model.toml");
+  toml.replace(toml.find("\"music\""), 7, "\"songs\"");
+  std::ofstream(dir / "m/model.toml") << toml;
+  const auto bad = testing::run_process({COREPOOL_TRAIN_TAGGER_BIN, "--out", dir / "m", "--epochs", "1"}, dir.path());
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("model.toml: labels must be"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace corepool
