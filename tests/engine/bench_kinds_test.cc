@@ -34,9 +34,10 @@ const std::vector<std::string> kKinds = {"ceiling-threads", "ceiling-processes",
 TEST(BenchKindsTest, EveryThroughputKindRunsAndReportsAPositiveRate) {
   testing::TempDir dir;
   const std::string model = small_model_dir(dir);
-  const auto r = corepool_cli({"bench", "--model", model, "--modes", "ceiling-threads,ceiling-processes,thread,process,defaults",
-                               "--worker-counts", "1", "--intra-ops", "1", "--allocators", "system",
-                               "--audio-seconds", "5", "--repeats", "1", "--no-pin", "--out", dir / "out"},
+  const auto r = corepool_cli({"bench", "--model", model, "--modes",
+                               "ceiling-threads,ceiling-processes,thread,process,defaults", "--worker-counts", "1",
+                               "--intra-ops", "1", "--allocators", "system", "--audio-seconds", "5", "--repeats", "1",
+                               "--no-pin", "--out", dir / "out"},
                               dir);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   // results.csv: a header and one row per kind, its rate a positive number.

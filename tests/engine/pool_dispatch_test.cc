@@ -100,7 +100,8 @@ TEST(DISABLED_DispatchChild, LeastLoaded) {
   const std::vector<int> pids = pool.worker_pids();
   ::kill(pids[0], SIGSTOP);
   // Whatever fails below, the worker runs again before the pool drains.
-  const std::unique_ptr<const int, void (*)(const int*)> resume(&pids[0], [](const int* pid) { ::kill(*pid, SIGCONT); });
+  const std::unique_ptr<const int, void (*)(const int*)> resume(&pids[0],
+                                                                 [](const int* pid) { ::kill(*pid, SIGCONT); });
   ASSERT_TRUE(testing::wait_until([&] { return proc_state(pids[0]) == 'T'; }, std::chrono::seconds(30)));
 
   // One by one, each answered before the next is sent. The stopped worker

@@ -168,7 +168,10 @@ TEST(DISABLED_LifecycleChild, CrashLoop) {
   EXPECT_THAT(refused.error, HasSubstr("no worker left"));
   // And no fork follows: watched for longer than the longest back-off (10 s).
   const bool forked = testing::wait_until(
-      [&] { return pool.worker_pids()[0] != 0 || pool.counters().restarts != 10 || !testing::child_pids(::getpid()).empty(); },
+      [&] {
+        return pool.worker_pids()[0] != 0 || pool.counters().restarts != 10 ||
+               !testing::child_pids(::getpid()).empty();
+      },
       std::chrono::milliseconds(11000));
   EXPECT_FALSE(forked) << "a worker was forked after the slot was given up";
   EXPECT_EQ(log->matching("killed by signal 11").size(), 10u);
@@ -194,7 +197,8 @@ TEST(DISABLED_LifecycleChild, BootFailureLater) {
   // Its replacement starts, finds no model.pt, exits 70 and is reaped.
   ASSERT_TRUE(testing::wait_until([&] { return pool.counters().restarts >= 1 && pool.worker_pids()[0] == 0; },
                                   std::chrono::seconds(60)));
-  EXPECT_TRUE(log->wait_for("worker 0 could not start (exited with code 70); not respawning it", std::chrono::seconds(10)));
+  EXPECT_TRUE(log->wait_for("worker 0 could not start (exited with code 70); not respawning it",
+                            std::chrono::seconds(10)));
 
   // The other worker serves everything; the failed slot is not retried, not
   // even after a pause (a respawn, immediate or backed off, would come within it).

@@ -55,7 +55,9 @@ Measured measure(const std::string& model_dir, int workers, bool naive) {
   EXPECT_THAT(r.out, HasSubstr("[  PASSED  ] 1 test")) << r.out << r.err;
   Measured m;
   const auto at = r.out.find("MEASURED pss_kb=");
-  if (at != std::string::npos) std::sscanf(r.out.c_str() + at, "MEASURED pss_kb=%ld weight_bytes=%ld", &m.pss_kb, &m.weight_bytes);
+  if (at != std::string::npos) {
+    std::sscanf(r.out.c_str() + at, "MEASURED pss_kb=%ld weight_bytes=%ld", &m.pss_kb, &m.weight_bytes);
+  }
   return m;
 }
 
