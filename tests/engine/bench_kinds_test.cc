@@ -1,0 +1,102 @@
+// Smoke run of every kind of `corepool bench` point through the real binary,
+// at the smallest sizes that still measure something: both ceilings, both
+// pipelines and LibTorch's defaults in one sweep, then the memory comparison
+// with the respawn latency. Each kind must come back with a positive number.
+#include <filesystem>
+#include <regex>
+#include <set>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/engine/test_support.h"
+
+namespace corepool {
+namespace {
+
+using ::testing::HasSubstr;
+using nlohmann::json;
+
+testing::ProcessResult corepool_cli(std::vector<std::string> args, const testing::TempDir& dir) {
+  args.insert(args.begin(), {COREPOOL_BIN, "--log-level", "warn"});
+  return testing::run_process(args, dir.path());
+}
+
+std::string small_model_dir(const testing::TempDir& dir) {
+  auto gen = testing::run_process({COREPOOL_GEN_MODEL_BIN, "--out", dir / "model", "--width", "8"}, dir.path());
+  if (gen.exit_code != 0) throw std::runtime_error(gen.err);
+  return dir / "model";
+}
+
+const std::vector<std::string> kKinds = {"ceiling-threads", "ceiling-processes", "thread", "process", "defaults"};
+
+TEST(BenchKindsTest, EveryThroughputKindRunsAndReportsAPositiveRate) {
+  testing::TempDir dir;
+  const std::string model = small_model_dir(dir);
+  const auto r = corepool_cli({"bench", "--model", model, "--modes",
+                               "ceiling-threads,ceiling-processes,thread,process,defaults", "--worker-counts", "1",
+                               "--intra-ops", "1", "--allocators", "system", "--audio-seconds", "5", "--repeats", "1",
+                               "--no-pin", "--out", dir / "out"},
+                              dir);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // results.csv: a header and one row per kind, its rate a positive number.
+  const auto csv = testing::lines_of(testing::read_file(dir / "out/results.csv"));
+  ASSERT_EQ(csv.size(), 1u + kKinds.size()) << testing::read_file(dir / "out/results.csv");
+  const auto header = csv[0];
+  ASSERT_THAT(header, ::testing::StartsWith("kind,workers,intra_op,allocator,runs,segments,seconds,"));
+  std::set<std::string> csv_kinds;
+  for (size_t i = 1; i < csv.size(); ++i) {
+    std::vector<std::string> cells;
+    std::stringstream ss(csv[i]);
+    for (std::string cell; std::getline(ss, cell, ',');) cells.push_back(cell);
+    ASSERT_GT(cells.size(), 10u) << csv[i];
+    csv_kinds.insert(cells[0]);
+    EXPECT_GT(std::stod(cells[10]), 0) << "segments_per_s of " << csv[i];  // the 11th column
+  }
+  EXPECT_EQ(csv_kinds, std::set<std::string>(kKinds.begin(), kKinds.end()));
+  // results.json: the same kinds, each with a rate and a latency.
+  const json results = json::parse(testing::read_file(dir / "out/results.json"));
+  std::set<std::string> json_kinds;
+  for (const auto& p : results.at("points")) {
+    json_kinds.insert(p.at("kind").get<std::string>());
+    EXPECT_GT(p.at("segments_per_s").get<double>(), 0) << p.dump();
+    EXPECT_GT(p.at("latency_ms").at("p50").get<double>(), 0) << p.dump();
+    EXPECT_GT(p.at("segments").get<double>(), 0) << p.dump();
+  }
+  EXPECT_EQ(json_kinds, std::set<std::string>(kKinds.begin(), kKinds.end()));
+  // stdout: one progress line per point with its rate.
+  for (const auto& kind : kKinds) {
+    const std::regex line("repeat 1  " + kind + " w1 [^\\n]* ([0-9.]+) segments/s");
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.out, m, line)) << kind << " in\n" << r.out;
+    EXPECT_GT(std::stod(m[1]), 0) << kind;
+  }
+}
+
+TEST(BenchKindsTest, TheMemoryComparisonAndTheRespawnLatencyPrintTheirNumbers) {
+  testing::TempDir dir;
+  const std::string model = small_model_dir(dir);
+  const auto r = corepool_cli({"bench", "--memory", "--respawn", "--model", model, "--worker-counts", "1,2"}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // A row per worker count: shared PSS, naive PSS (MB) and their ratio.
+  for (const std::string n : {"1", "2"}) {
+    const std::regex row("\\n +" + n + " +([0-9.]+) +([0-9.]+) +([0-9.]+) ");
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.out, m, row)) << "no row for " << n << " workers in\n" << r.out;
+    EXPECT_GT(std::stod(m[1]), 0) << m[0];
+    EXPECT_GT(std::stod(m[2]), 0) << m[0];
+    EXPECT_GT(std::stod(m[3]), 0) << m[0];
+  }
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("weights: ([0-9.]+) MB"))) << r.out;
+  EXPECT_GT(std::stod(m[1]), 0);
+  const std::regex respawn("10 kills: median ([0-9.]+) ms, min ([0-9.]+) ms, max ([0-9.]+) ms");
+  ASSERT_TRUE(std::regex_search(r.out, m, respawn)) << r.out;
+  EXPECT_GT(std::stod(m[1]), 0);
+  EXPECT_LE(std::stod(m[2]), std::stod(m[1]));
+  EXPECT_LE(std::stod(m[1]), std::stod(m[3]));
+}
+
+}  // namespace
+}  // namespace corepool

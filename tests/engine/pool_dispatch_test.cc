@@ -1,0 +1,212 @@
+// Where ProcessPool's work goes and how it is grouped: least-loaded dispatch
+// around a stopped worker, the worker's wait for a fuller batch
+// (max_batch_delay_us), and each worker pinned to its cpu, replacements too.
+// Each case runs in a fresh copy of this test binary (libuv's spawn_helper
+// pattern): the pool forks, and the parent of a fork must not have run
+// LibTorch ops, which other tests in this binary do. The DISABLED_ cases are
+// the child bodies; the PoolDispatchTest cases run them.
+#include <sched.h>
+
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "supervisor/pool/process_pool.h"
+#include "tests/engine/test_support.h"
+
+namespace corepool {
+namespace {
+
+using ::testing::HasSubstr;
+
+void run_child(const std::string& name) {
+  testing::TempDir dir;
+  const testing::Spawned child = testing::spawn_process(
+      {std::filesystem::read_symlink("/proc/self/exe").string(), "--gtest_also_run_disabled_tests",
+       "--gtest_filter=DISABLED_DispatchChild." + name},
+      dir.path());
+  const auto r = testing::wait_process(child, std::chrono::seconds(240));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("[  PASSED  ] 1 test")) << r.out << r.err;
+}
+
+std::shared_ptr<const LoadedModel> small_model(const testing::TempDir& dir) {
+  auto gen = testing::run_process({COREPOOL_GEN_MODEL_BIN, "--out", dir / "model", "--width", "8"}, dir.path());
+  if (gen.exit_code != 0) throw std::runtime_error(gen.err);
+  return load_model(dir / "model");
+}
+
+struct Results {
+  std::mutex mu;
+  std::map<uint64_t, SegmentResult> by_index;
+  int duplicates = 0;
+  void add(SegmentResult&& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!by_index.emplace(r.index, std::move(r)).second) ++duplicates;
+  }
+  size_t size() {
+    std::lock_guard<std::mutex> lock(mu);
+    return by_index.size();
+  }
+  bool has(uint64_t index) {
+    std::lock_guard<std::mutex> lock(mu);
+    return by_index.count(index) != 0;
+  }
+  bool wait_for(uint64_t index, std::chrono::seconds timeout) {
+    return testing::wait_until([&] { return has(index); }, timeout);
+  }
+};
+
+ProcessPoolOptions options(int workers, int max_batch) {
+  ProcessPoolOptions o;
+  o.workers = workers;
+  o.max_batch = max_batch;
+  o.hang_timeout_ms = 600000;  // a stopped or waiting worker is never killed as hung here
+  o.log_level = "warn";
+  return o;
+}
+
+// The state letter of /proc/PID/stat ('R', 'S', 'T' for stopped, ...).
+char proc_state(int pid) {
+  const std::string stat = testing::read_file("/proc/" + std::to_string(pid) + "/stat");
+  const auto close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() ? stat[close + 2] : '?';
+}
+
+std::string cpus_allowed_list(int pid) {
+  for (const auto& line : testing::lines_of(testing::read_file("/proc/" + std::to_string(pid) + "/status"))) {
+    if (line.rfind("Cpus_allowed_list:", 0) == 0) {
+      const auto value = line.find_first_not_of(" \t", line.find(':') + 1);
+      return value == std::string::npos ? "" : line.substr(value);
+    }
+  }
+  return "";
+}
+
+TEST(PoolDispatchTest, SegmentsGoToTheIdleWorkerWhileTheOtherIsStopped) { run_child("LeastLoaded"); }
+TEST(PoolDispatchTest, WithALongBatchDelaySegmentsSubmittedOneByOneRunAsOneBatch) { run_child("LongDelay"); }
+TEST(PoolDispatchTest, WithNoBatchDelayALoneSegmentRunsAtOnceByItself) { run_child("NoDelay"); }
+TEST(PoolDispatchTest, EachWorkerIsPinnedToItsCpuAndItsReplacementToTheSame) { run_child("Pinning"); }
+
+TEST(DISABLED_DispatchChild, LeastLoaded) {
+  testing::TempDir dir;
+  auto model = small_model(dir);
+  const size_t samples = model->config.segment_samples();
+  Results results;
+  ProcessPool pool(model, options(2, 4), [&](SegmentResult&& r) { results.add(std::move(r)); });
+  const std::vector<int> pids = pool.worker_pids();
+  ::kill(pids[0], SIGSTOP);
+  // Whatever fails below, the worker runs again before the pool drains.
+  const std::unique_ptr<const int, void (*)(const int*)> resume(&pids[0],
+                                                                 [](const int* pid) { ::kill(*pid, SIGCONT); });
+  ASSERT_TRUE(testing::wait_until([&] { return proc_state(pids[0]) == 'T'; }, std::chrono::seconds(30)));
+
+  // One by one, each answered before the next is sent. The stopped worker
+  // holds whatever it was given (at most the first segment, on a tie); any
+  // later segment sent its way would never be answered. Round robin, or
+  // always the first slot, fails here.
+  pool.submit({1, 0, testing::test_segment(samples, 0)});
+  const uint64_t n = 12;
+  for (uint64_t i = 1; i <= n; ++i) {
+    pool.submit({1, i, testing::test_segment(samples, i)});
+    ASSERT_TRUE(results.wait_for(i, std::chrono::seconds(30))) << "segment " << i << " went to the stopped worker";
+  }
+  const ExecutorStats during = pool.stats();
+  EXPECT_EQ(proc_state(pids[0]), 'T');
+  EXPECT_EQ(during.busy_seconds[0], 0.0) << "the stopped worker ran something";
+  EXPECT_GT(during.busy_seconds[1], 0.0);
+  EXPECT_GE(during.segments, n);
+
+  ::kill(pids[0], SIGCONT);
+  ASSERT_TRUE(testing::wait_until([&] { return results.size() == n + 1; }, std::chrono::seconds(60)));
+  pool.wait_idle();
+  EXPECT_EQ(results.duplicates, 0);
+  for (auto& [index, r] : results.by_index) EXPECT_TRUE(r.error.empty()) << index << ": " << r.error;
+  EXPECT_EQ(pool.worker_pids(), pids) << "no worker should have been replaced";
+  EXPECT_EQ(pool.counters().redispatched, 0u);
+}
+
+TEST(DISABLED_DispatchChild, LongDelay) {
+  testing::TempDir dir;
+  auto model = small_model(dir);
+  const size_t samples = model->config.segment_samples();
+  Results results;
+  ProcessPoolOptions o = options(1, 4);
+  o.max_batch_delay_us = 60 * 1000 * 1000;  // a batch fills up long before this
+  ProcessPool pool(model, o, [&](SegmentResult&& r) { results.add(std::move(r)); });
+  pool.submit({1, 0, testing::test_segment(samples, 0)});
+  // The first segment waits for company: no answer may come while it is alone.
+  // (A window, not a synchronisation: a worker that does not wait would
+  // usually answer within it; a waiting one never does.)
+  EXPECT_FALSE(testing::wait_until([&] { return results.size() > 0; }, std::chrono::milliseconds(500)))
+      << "a lone segment ran without waiting for its batch";
+  for (uint64_t i = 1; i < 3; ++i) {
+    pool.submit({1, i, testing::test_segment(samples, i)});
+    EXPECT_FALSE(testing::wait_until([&] { return results.size() > 0; }, std::chrono::milliseconds(100)))
+        << "segment " << i << ": a part batch ran";
+  }
+  pool.submit({1, 3, testing::test_segment(samples, 3)});  // the batch is full: it runs now
+  ASSERT_TRUE(testing::wait_until([&] { return results.size() == 4; }, std::chrono::seconds(60)));
+  pool.wait_idle();
+  const ExecutorStats s = pool.stats();
+  EXPECT_EQ(s.segments, 4u);
+  EXPECT_EQ(s.batches, 1u) << "four segments submitted one by one should have run as one forward()";
+  for (auto& [index, r] : results.by_index) EXPECT_TRUE(r.error.empty()) << index << ": " << r.error;
+}
+
+TEST(DISABLED_DispatchChild, NoDelay) {
+  testing::TempDir dir;
+  auto model = small_model(dir);
+  const size_t samples = model->config.segment_samples();
+  Results results;
+  ProcessPool pool(model, options(1, 4), [&](SegmentResult&& r) { results.add(std::move(r)); });
+  // Each segment alone, answered before the next is sent: a worker that
+  // waited for a fuller batch would never answer the first.
+  for (uint64_t i = 0; i < 4; ++i) {
+    pool.submit({1, i, testing::test_segment(samples, i)});
+    ASSERT_TRUE(results.wait_for(i, std::chrono::seconds(60))) << "segment " << i << " waited for company";
+    const ExecutorStats s = pool.stats();
+    EXPECT_EQ(s.batches, i + 1);
+    EXPECT_EQ(s.segments, i + 1);
+  }
+  for (auto& [index, r] : results.by_index) EXPECT_TRUE(r.error.empty()) << index << ": " << r.error;
+}
+
+TEST(DISABLED_DispatchChild, Pinning) {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  ASSERT_EQ(::sched_getaffinity(0, sizeof mask, &mask), 0);
+  std::vector<int> allowed;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &mask)) allowed.push_back(c);
+  }
+  if (allowed.size() < 2) GTEST_SKIP() << "needs two usable cpus to tell pinning from none";
+  const std::string own = cpus_allowed_list(::getpid());
+  // Reversed, and one worker more than cpus: worker i -> cpus[i % size] is
+  // then neither the identity nor what an unpinned worker inherits.
+  const std::vector<int> cpus(allowed.rbegin(), allowed.rend());
+  testing::TempDir dir;
+  auto model = small_model(dir);
+  ProcessPoolOptions o = options(static_cast<int>(cpus.size()) + 1, 1);
+  o.cpus = cpus;
+  ProcessPool pool(model, o, [](SegmentResult&&) {});
+  const std::vector<int> pids = pool.worker_pids();
+  for (size_t i = 0; i < pids.size(); ++i) {
+    EXPECT_EQ(cpus_allowed_list(pids[i]), std::to_string(cpus[i % cpus.size()])) << "worker " << i;
+  }
+  EXPECT_EQ(cpus_allowed_list(::getpid()), own) << "pinning a worker must not pin the supervisor";
+
+  const int victim = pids[1];
+  ::kill(victim, SIGKILL);
+  ASSERT_TRUE(testing::wait_until([&] {
+    const int now = pool.worker_pids()[1];
+    return now != victim && now > 0 && pool.all_ready();
+  }, std::chrono::seconds(60)));
+  EXPECT_EQ(cpus_allowed_list(pool.worker_pids()[1]), std::to_string(cpus[1])) << "the replacement of worker 1";
+}
+
+}  // namespace
+}  // namespace corepool

@@ -1,0 +1,133 @@
+// Process mode's memory claim, measured: with the weights in one shared
+// segment, each added worker costs far less than a copy of them in PSS (the
+// proportional set: a page shared by k processes counts 1/k in each), while
+// with naive weights (each worker loads its own copy) each added worker costs
+// about one copy; the contrast shows the measurement can tell the two apart.
+// Each pool runs in a fresh copy of this test binary (libuv's spawn_helper
+// pattern), so every measurement starts from the same process image and the
+// parent of the forks has run no LibTorch op.
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "supervisor/pool/process_pool.h"
+#include "tests/engine/test_support.h"
+
+namespace corepool {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr const char* kModelEnv = "COREPOOL_TEST_PSS_MODEL";
+constexpr const char* kWorkersEnv = "COREPOOL_TEST_PSS_WORKERS";
+constexpr const char* kNaiveEnv = "COREPOOL_TEST_PSS_NAIVE";
+
+// Pss of a process in kB, from /proc/PID/smaps_rollup; -1 if unreadable.
+long pss_kb(int pid) {
+  for (const auto& line : testing::lines_of(testing::read_file("/proc/" + std::to_string(pid) + "/smaps_rollup"))) {
+    if (line.rfind("Pss:", 0) == 0) return std::atol(line.c_str() + 4);
+  }
+  return -1;
+}
+
+struct Measured {
+  long pss_kb = -1;  // supervisor + workers
+  long weight_bytes = -1;
+};
+
+// Runs the pool in a fresh process and reads back what it measured.
+Measured measure(const std::string& model_dir, int workers, bool naive) {
+  testing::TempDir dir;
+  const testing::Spawned child = testing::spawn_process(
+      {std::filesystem::read_symlink("/proc/self/exe").string(), "--gtest_also_run_disabled_tests",
+       "--gtest_filter=DISABLED_MemoryChild.MeasurePss"},
+      dir.path(),
+      {std::string(kModelEnv) + "=" + model_dir, std::string(kWorkersEnv) + "=" + std::to_string(workers),
+       std::string(kNaiveEnv) + "=" + (naive ? "1" : "0")});
+  const auto r = testing::wait_process(child, std::chrono::seconds(240));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("[  PASSED  ] 1 test")) << r.out << r.err;
+  Measured m;
+  const auto at = r.out.find("MEASURED pss_kb=");
+  if (at != std::string::npos) {
+    std::sscanf(r.out.c_str() + at, "MEASURED pss_kb=%ld weight_bytes=%ld", &m.pss_kb, &m.weight_bytes);
+  }
+  return m;
+}
+
+TEST(PoolMemoryTest, EachAddedWorkerCostsFarLessThanACopyOfTheWeightsUnlessEachLoadsItsOwn) {
+  testing::TempDir dir;
+  // About 150 MB of weights (one hidden layer): far above what a worker costs
+  // on its own (stack, heap pages it writes, LibTorch's per-process state).
+  auto gen = testing::run_process(
+      {COREPOOL_GEN_MODEL_BIN, "--out", dir / "model", "--width", "8", "--hidden", "600000"}, dir.path());
+  ASSERT_EQ(gen.exit_code, 0) << gen.err;
+  const Measured shared1 = measure(dir / "model", 1, false);
+  const Measured shared3 = measure(dir / "model", 3, false);
+  const Measured naive1 = measure(dir / "model", 1, true);
+  const Measured naive3 = measure(dir / "model", 3, true);
+  for (const Measured& m : {shared1, shared3, naive1, naive3}) ASSERT_GT(m.pss_kb, 0);
+  const long weights_kb = shared1.weight_bytes / 1024;
+  ASSERT_GT(weights_kb, 100 * 1024) << "the model should hold about 150 MB of weights";
+
+  const long shared_per_worker = (shared3.pss_kb - shared1.pss_kb) / 2;
+  const long naive_per_worker = (naive3.pss_kb - naive1.pss_kb) / 2;
+  const std::string report = "weights " + std::to_string(weights_kb) + " kB; PSS shared 1/3 workers " +
+                             std::to_string(shared1.pss_kb) + "/" + std::to_string(shared3.pss_kb) + " kB, naive " +
+                             std::to_string(naive1.pss_kb) + "/" + std::to_string(naive3.pss_kb) + " kB";
+  std::printf("%s\n", report.c_str());
+  EXPECT_LT(shared_per_worker, weights_kb / 4) << report;
+  EXPECT_GT(naive_per_worker, weights_kb * 3 / 4) << report;
+  // One worker: the shared pool holds the weights once, the naive one twice
+  // (the supervisor's load and the worker's own).
+  EXPECT_GT(naive1.pss_kb - shared1.pss_kb, weights_kb * 3 / 4) << report;
+}
+
+// The child: a pool of $WORKERS over $MODEL, every worker having run a few
+// segments, then the PSS of the whole family printed on one line.
+TEST(DISABLED_MemoryChild, MeasurePss) {
+  const char* model_dir = std::getenv(kModelEnv);
+  ASSERT_NE(model_dir, nullptr);
+  const int workers = std::atoi(std::getenv(kWorkersEnv));
+  auto model = load_model(model_dir);
+  ProcessPoolOptions o;
+  o.workers = workers;
+  o.max_batch = 1;
+  o.naive_weights = std::string(std::getenv(kNaiveEnv)) == "1";
+  o.log_level = "warn";
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t done = 0, failed = 0;
+  ProcessPool pool(model, o, [&](SegmentResult&& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    ++done;
+    failed += r.error.empty() ? 0 : 1;
+    cv.notify_all();
+  });
+  // Three segments per worker, so that each has run forward() and holds its
+  // activations (the least-loaded dispatch spreads them).
+  const size_t n = 3 * static_cast<size_t>(workers);
+  for (size_t i = 0; i < n; ++i) pool.submit({1, i, testing::test_segment(model->config.segment_samples(), i)});
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(120), [&] { return done == n; }));
+  }
+  pool.wait_idle();
+  EXPECT_EQ(failed, 0u);
+  long total = pss_kb(::getpid());
+  for (int pid : pool.worker_pids()) {
+    const long kb = pss_kb(pid);
+    ASSERT_GT(kb, 0) << "worker " << pid;
+    total += kb;
+  }
+  std::printf("MEASURED pss_kb=%ld weight_bytes=%ld\n", total, static_cast<long>(model->weight_bytes));
+}
+
+}  // namespace
+}  // namespace corepool
