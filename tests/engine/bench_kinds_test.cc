@@ -10,7 +10,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "tests/engine/test_support.h"
+#include "tests/engine/segments.h"
+#include "tests/engine/small_model.h"
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/wait.h"
 
 namespace corepool {
 namespace {
@@ -23,17 +27,12 @@ testing::ProcessResult corepool_cli(std::vector<std::string> args, const testing
   return testing::run_process(args, dir.path());
 }
 
-std::string small_model_dir(const testing::TempDir& dir) {
-  auto gen = testing::run_process({COREPOOL_GEN_MODEL_BIN, "--out", dir / "model", "--width", "8"}, dir.path());
-  if (gen.exit_code != 0) throw std::runtime_error(gen.err);
-  return dir / "model";
-}
 
 const std::vector<std::string> kKinds = {"ceiling-threads", "ceiling-processes", "thread", "process", "defaults"};
 
 TEST(BenchKindsTest, EveryThroughputKindRunsAndReportsAPositiveRate) {
   testing::TempDir dir;
-  const std::string model = small_model_dir(dir);
+  const std::string model = testing::small_model_dir(dir);
   const auto r = corepool_cli({"bench", "--model", model, "--modes",
                                "ceiling-threads,ceiling-processes,thread,process,defaults", "--worker-counts", "1",
                                "--intra-ops", "1", "--allocators", "system", "--audio-seconds", "5", "--repeats", "1",
@@ -76,7 +75,7 @@ TEST(BenchKindsTest, EveryThroughputKindRunsAndReportsAPositiveRate) {
 
 TEST(BenchKindsTest, TheMemoryComparisonAndTheRespawnLatencyPrintTheirNumbers) {
   testing::TempDir dir;
-  const std::string model = small_model_dir(dir);
+  const std::string model = testing::small_model_dir(dir);
   const auto r = corepool_cli({"bench", "--memory", "--respawn", "--model", model, "--worker-counts", "1,2"}, dir);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   // A row per worker count: shared PSS, naive PSS (MB) and their ratio.

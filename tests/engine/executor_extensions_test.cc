@@ -39,9 +39,7 @@ bool ran_in_child(bool forks) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   const std::string filter = std::string(info->test_suite_name()) + "." + info->name();
   testing::TempDir dir;
-  const testing::Spawned child = testing::spawn_process(testing::self_test_argv(filter), dir.path(),
-                                                        {std::string(kChildEnv) + "=1"});
-  const auto r = testing::wait_process(child, std::chrono::seconds(240));
+  const auto r = testing::run_self_test(filter, dir.path(), std::chrono::seconds(240), {std::string(kChildEnv) + "=1"});
   EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
   return true;
 }

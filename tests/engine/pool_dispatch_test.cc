@@ -15,7 +15,11 @@
 #include <gtest/gtest.h>
 
 #include "supervisor/pool/process_pool.h"
-#include "tests/engine/test_support.h"
+#include "tests/engine/segments.h"
+#include "tests/engine/small_model.h"
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/wait.h"
 
 namespace corepool {
 namespace {
@@ -24,20 +28,10 @@ using ::testing::HasSubstr;
 
 void run_child(const std::string& name) {
   testing::TempDir dir;
-  const testing::Spawned child = testing::spawn_process(
-      {std::filesystem::read_symlink("/proc/self/exe").string(), "--gtest_also_run_disabled_tests",
-       "--gtest_filter=DISABLED_DispatchChild." + name},
-      dir.path());
-  const auto r = testing::wait_process(child, std::chrono::seconds(240));
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_THAT(r.out, HasSubstr("[  PASSED  ] 1 test")) << r.out << r.err;
+  const auto r = testing::run_self_test("DISABLED_DispatchChild." + name, dir.path(), std::chrono::seconds(240));
+  EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
 }
 
-std::shared_ptr<const LoadedModel> small_model(const testing::TempDir& dir) {
-  auto gen = testing::run_process({COREPOOL_GEN_MODEL_BIN, "--out", dir / "model", "--width", "8"}, dir.path());
-  if (gen.exit_code != 0) throw std::runtime_error(gen.err);
-  return load_model(dir / "model");
-}
 
 struct Results {
   std::mutex mu;
@@ -93,7 +87,7 @@ TEST(PoolDispatchTest, EachWorkerIsPinnedToItsCpuAndItsReplacementToTheSame) { r
 
 TEST(DISABLED_DispatchChild, LeastLoaded) {
   testing::TempDir dir;
-  auto model = small_model(dir);
+  auto model = testing::small_model(dir);
   const size_t samples = model->config.segment_samples();
   Results results;
   ProcessPool pool(model, options(2, 4), [&](SegmentResult&& r) { results.add(std::move(r)); });
@@ -131,7 +125,7 @@ TEST(DISABLED_DispatchChild, LeastLoaded) {
 
 TEST(DISABLED_DispatchChild, LongDelay) {
   testing::TempDir dir;
-  auto model = small_model(dir);
+  auto model = testing::small_model(dir);
   const size_t samples = model->config.segment_samples();
   Results results;
   ProcessPoolOptions o = options(1, 4);
@@ -159,7 +153,7 @@ TEST(DISABLED_DispatchChild, LongDelay) {
 
 TEST(DISABLED_DispatchChild, NoDelay) {
   testing::TempDir dir;
-  auto model = small_model(dir);
+  auto model = testing::small_model(dir);
   const size_t samples = model->config.segment_samples();
   Results results;
   ProcessPool pool(model, options(1, 4), [&](SegmentResult&& r) { results.add(std::move(r)); });
@@ -189,7 +183,7 @@ TEST(DISABLED_DispatchChild, Pinning) {
   // then neither the identity nor what an unpinned worker inherits.
   const std::vector<int> cpus(allowed.rbegin(), allowed.rend());
   testing::TempDir dir;
-  auto model = small_model(dir);
+  auto model = testing::small_model(dir);
   ProcessPoolOptions o = options(static_cast<int>(cpus.size()) + 1, 1);
   o.cpus = cpus;
   ProcessPool pool(model, o, [](SegmentResult&&) {});

@@ -19,7 +19,11 @@
 #include <spdlog/spdlog.h>
 
 #include "supervisor/pool/process_pool.h"
-#include "tests/engine/test_support.h"
+#include "tests/engine/segments.h"
+#include "tests/engine/small_model.h"
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/wait.h"
 
 namespace corepool {
 namespace {
@@ -29,13 +33,8 @@ using Clock = std::chrono::steady_clock;
 
 void run_child(const std::string& name) {
   testing::TempDir dir;
-  const testing::Spawned child = testing::spawn_process(
-      {std::filesystem::read_symlink("/proc/self/exe").string(), "--gtest_also_run_disabled_tests",
-       "--gtest_filter=DISABLED_LifecycleChild." + name},
-      dir.path());
-  const auto r = testing::wait_process(child, std::chrono::seconds(300));
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_THAT(r.out, HasSubstr("[  PASSED  ] 1 test")) << r.out << r.err;
+  const auto r = testing::run_self_test("DISABLED_LifecycleChild." + name, dir.path(), std::chrono::seconds(300));
+  EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
 }
 
 // The supervisor's log lines as they happen, with the time each was written:
@@ -77,12 +76,6 @@ class LogCapture : public spdlog::sinks::base_sink<std::mutex> {
   std::vector<Line> lines_;
 };
 
-// A small model (width 8), written into `dir`.
-std::string small_model_dir(const testing::TempDir& dir) {
-  auto gen = testing::run_process({COREPOOL_GEN_MODEL_BIN, "--out", dir / "model", "--width", "8"}, dir.path());
-  if (gen.exit_code != 0) throw std::runtime_error(gen.err);
-  return dir / "model";
-}
 
 struct Results {
   std::mutex mu;
@@ -132,7 +125,7 @@ TEST(DISABLED_LifecycleChild, CrashLoop) {
   testing::TempDir dir;
   // A copy of the loaded model that this test may change: the pool holds the
   // same object, and every worker it forks inherits the object as it is then.
-  auto model = std::make_shared<LoadedModel>(*load_model(small_model_dir(dir)));
+  auto model = std::make_shared<LoadedModel>(*load_model(testing::small_model_dir(dir)));
   Results results;
   ProcessPool pool(model, options(1), [&](SegmentResult&& r) { results.add(std::move(r)); });
   ASSERT_TRUE(run_one(pool, results, model->config, 0).error.empty());
@@ -181,7 +174,7 @@ TEST(DISABLED_LifecycleChild, CrashLoop) {
 TEST(DISABLED_LifecycleChild, BootFailureLater) {
   auto log = LogCapture::install();
   testing::TempDir dir;
-  const std::string model_dir = small_model_dir(dir);
+  const std::string model_dir = testing::small_model_dir(dir);
   auto model = load_model(model_dir);
   // Naive weights: every worker loads the model directory itself, so a
   // directory that breaks after start is what a replacement sees.
@@ -217,7 +210,7 @@ TEST(DISABLED_LifecycleChild, BootFailureLater) {
 TEST(DISABLED_LifecycleChild, BootFailureAtStart) {
   auto log = LogCapture::install();
   testing::TempDir dir;
-  const std::string model_dir = small_model_dir(dir);
+  const std::string model_dir = testing::small_model_dir(dir);
   auto model = load_model(model_dir);
   std::filesystem::remove(model_dir + "/model.pt");  // loaded here; every worker's own load fails
   ProcessPoolOptions o = options(2);

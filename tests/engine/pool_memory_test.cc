@@ -17,7 +17,10 @@
 #include <gtest/gtest.h>
 
 #include "supervisor/pool/process_pool.h"
-#include "tests/engine/test_support.h"
+#include "tests/engine/segments.h"
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/wait.h"
 
 namespace corepool {
 namespace {
@@ -44,15 +47,10 @@ struct Measured {
 // Runs the pool in a fresh process and reads back what it measured.
 Measured measure(const std::string& model_dir, int workers, bool naive) {
   testing::TempDir dir;
-  const testing::Spawned child = testing::spawn_process(
-      {std::filesystem::read_symlink("/proc/self/exe").string(), "--gtest_also_run_disabled_tests",
-       "--gtest_filter=DISABLED_MemoryChild.MeasurePss"},
-      dir.path(),
+  const auto r = testing::run_self_test("DISABLED_MemoryChild.MeasurePss", dir.path(), std::chrono::seconds(240),
       {std::string(kModelEnv) + "=" + model_dir, std::string(kWorkersEnv) + "=" + std::to_string(workers),
        std::string(kNaiveEnv) + "=" + (naive ? "1" : "0")});
-  const auto r = testing::wait_process(child, std::chrono::seconds(240));
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_THAT(r.out, HasSubstr("[  PASSED  ] 1 test")) << r.out << r.err;
+  EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
   Measured m;
   const auto at = r.out.find("MEASURED pss_kb=");
   if (at != std::string::npos) {

@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "supervisor/pool/process_pool.h"
+#include "tests/engine/small_model.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
@@ -27,18 +28,10 @@ using Clock = std::chrono::steady_clock;
 // Runs DISABLED_PoolChild.<name> in a fresh process and expects it to pass.
 void run_child(const std::string& name, const std::vector<std::string>& env = {}) {
   testing::TempDir dir;
-  const testing::Spawned child =
-      testing::spawn_process(testing::self_test_argv("DISABLED_PoolChild." + name), dir.path(), env);
-  auto r = testing::wait_process(child, std::chrono::seconds(240));
+  const auto r = testing::run_self_test("DISABLED_PoolChild." + name, dir.path(), std::chrono::seconds(240), env);
   EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
 }
 
-// A small model (width 8): fast forward()s, same contract as the default.
-std::shared_ptr<const LoadedModel> small_model(const testing::TempDir& dir) {
-  auto gen = testing::run_process({COREPOOL_GEN_MODEL_BIN, "--out", dir / "model", "--width", "8"}, dir.path());
-  if (gen.exit_code != 0) throw std::runtime_error(gen.err);
-  return load_model(dir / "model");
-}
 
 std::vector<float> segment(const ModelConfig& cfg, uint64_t i) {
   std::vector<float> v(cfg.segment_samples());
@@ -72,7 +65,7 @@ TEST(ProcessPoolTest, TwoHundredRespawnsUnderLoadNeitherHangNorLoseASegment) { r
 
 TEST(DISABLED_PoolChild, PoisonInput) {
   testing::TempDir dir;
-  auto model = small_model(dir);
+  auto model = testing::small_model(dir);
   Results results;
   ProcessPool pool(model, {2, 4, 0, 0, {}, 10000, 120000, 2, "warn", false},
                    [&](SegmentResult&& r) { results.add(std::move(r)); });
@@ -97,7 +90,7 @@ TEST(DISABLED_PoolChild, PoisonInput) {
 
 TEST(DISABLED_PoolChild, HungWorker) {
   testing::TempDir dir;
-  auto model = small_model(dir);
+  auto model = testing::small_model(dir);
   Results results;
   ProcessPool pool(model, {2, 2, 0, 0, {}, 700, 120000, 2, "warn", false},
                    [&](SegmentResult&& r) { results.add(std::move(r)); });
@@ -114,7 +107,7 @@ TEST(DISABLED_PoolChild, HungWorker) {
 
 TEST(DISABLED_PoolChild, BootFailure) {
   testing::TempDir dir;
-  auto good = small_model(dir);
+  auto good = testing::small_model(dir);
   ModelConfig cfg = good->config;
   cfg.labels.push_back("one-too-many");
   cfg.thresholds.push_back(0.5f);
@@ -128,7 +121,7 @@ TEST(DISABLED_PoolChild, BootFailure) {
 
 TEST(DISABLED_PoolChild, Respawn200) {
   testing::TempDir dir;
-  auto model = small_model(dir);
+  auto model = testing::small_model(dir);
   Results results;
   ProcessPool pool(model, {2, 2, 0, 16, {}, 10000, 120000, 1000, "warn", false},
                    [&](SegmentResult&& r) { results.add(std::move(r)); });

@@ -243,6 +243,12 @@ inline std::vector<std::string> self_test_argv(const std::string& disabled_test)
   return {self_exe(), "--gtest_also_run_disabled_tests", "--gtest_filter=" + disabled_test};
 }
 
+// Re-runs this binary on one DISABLED_ test, in `scratch_dir`, and waits for it.
+inline ProcessResult run_self_test(const std::string& disabled_test, const std::string& scratch_dir,
+                                   std::chrono::milliseconds timeout, const std::vector<std::string>& env = {}) {
+  return wait_process(spawn_process(self_test_argv(disabled_test), scratch_dir, env), timeout);
+}
+
 // True when a re-run child's gtest output says its one test passed.
 inline bool child_test_passed(const ProcessResult& r) {
   return r.exit_code == 0 && r.out.find("[  PASSED  ] 1 test") != std::string::npos;
