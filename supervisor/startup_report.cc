@@ -4,6 +4,7 @@
 // are left to the doctor.
 #include "supervisor/startup_report.h"
 
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "supervisor/doctor/doctor_host.h"
@@ -11,6 +12,13 @@
 #include "worker/runtime.h"
 
 namespace corepool {
+
+void setup_logging(const std::string& level) {
+  auto logger = spdlog::stderr_color_mt("corepool");
+  logger->set_pattern("%^[%L]%$ %v");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(level));
+}
 
 void log_host_facts() {
   // "" for the wanted allocator: ensure_allocator() has already logged why

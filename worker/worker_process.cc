@@ -26,6 +26,7 @@
 #include "shm/wake.h"
 #include "worker/cpus.h"
 #include "worker/engine.h"
+#include "worker/exit_codes.h"
 #include "worker/runtime.h"
 
 namespace corepool {
@@ -267,7 +268,7 @@ std::shared_ptr<spdlog::logger> make_worker_logger(const WorkerSetup& setup) {
                                      const shm::ChannelLayout& layout,
                                      std::shared_ptr<const LoadedModel> model) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != setup.parent_pid) ::_exit(kWorkerExitOk);  // parent died before prctl
+  if (::getppid() != setup.parent_pid) ::_exit(exit_status(ExitCode::kWorkerStopped));  // parent died before prctl
   reset_signals();
   close_inherited_fds(setup.completion_eventfd);
   auto log = make_worker_logger(setup);
@@ -287,7 +288,7 @@ std::shared_ptr<spdlog::logger> make_worker_logger(const WorkerSetup& setup) {
     if (setup.check_model) engine->check_output_shape();
   } catch (const std::exception& e) {
     log->error("cannot start: {}", e.what());
-    ::_exit(kWorkerExitBootFailure);
+    ::_exit(exit_status(ExitCode::kWorkerBootFailure));
   }
   channel->control.state.store(static_cast<uint32_t>(shm::WorkerState::kReady), std::memory_order_release);
   shm::signal_eventfd(setup.completion_eventfd);  // tell the supervisor we are ready
@@ -296,7 +297,7 @@ std::shared_ptr<spdlog::logger> make_worker_logger(const WorkerSetup& setup) {
   WorkerLoop loop(setup, channel, layout, log);
   loop.serve(*engine);
   channel->control.state.store(static_cast<uint32_t>(shm::WorkerState::kStopping));
-  ::_exit(kWorkerExitOk);
+  ::_exit(exit_status(ExitCode::kWorkerStopped));
 }
 
 }  // namespace corepool

@@ -8,13 +8,15 @@
 #include <string>
 
 #include "shm/channel.h"
+#include "worker/exit_codes.h"
 #include "worker/model.h"
 
 namespace corepool {
 
-// Exit codes of a worker process: a contract with the supervisor.
-constexpr int kWorkerExitOk = 0;          // asked to stop, or the supervisor is gone
-constexpr int kWorkerExitBootFailure = 70;  // could not start: do not respawn
+// The worker's exit codes (worker/exit_codes.h) as the pool's reaper compares
+// them with WEXITSTATUS (supervisor/pool/process_pool.cc).
+constexpr int kWorkerExitOk = exit_status(ExitCode::kWorkerStopped);
+constexpr int kWorkerExitBootFailure = exit_status(ExitCode::kWorkerBootFailure);
 
 struct WorkerSetup {
   int slot = 0;                 // the worker's index in the pool

@@ -13,6 +13,7 @@
 #include "supervisor/batch/inputs.h"
 #include "supervisor/batch/shard.h"
 #include "supervisor/pool/executor_factory.h"
+#include "worker/exit_codes.h"
 
 namespace corepool {
 
@@ -37,7 +38,7 @@ struct BatchStats {
   double audio_seconds = 0;
   double wall_seconds = 0;
   double serving_seconds = 0;  // from "executor ready" to the end: what benchmarks compare
-  int exit_code() const { return files_failed > 0 ? 1 : 0; }
+  ExitCode exit_code() const { return files_failed > 0 ? ExitCode::kInputsFailed : ExitCode::kOk; }
 };
 
 // Errors (one line each, naming the file) go to stderr; the run goes on.

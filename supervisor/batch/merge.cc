@@ -76,7 +76,7 @@ MergeSummary merge_results(const MergeOptions& options) {
   return s;
 }
 
-int print_merge(const MergeSummary& s, const std::string& out_dir, std::FILE* out, std::FILE* err) {
+ExitCode print_merge(const MergeSummary& s, const std::string& out_dir, std::FILE* out, std::FILE* err) {
   std::fprintf(out, "%s\n", s.to_json().dump().c_str());
   for (const std::string& p : s.problems) std::fprintf(err, "warning: %s\n", p.c_str());
   for (const InputError& f : s.failed) std::fprintf(err, "failed: %s\n", f.message.c_str());
@@ -86,7 +86,7 @@ int print_merge(const MergeSummary& s, const std::string& out_dir, std::FILE* ou
   }
   std::fprintf(err, "merge: %zu of %zu inputs complete, %.3f h of audio; %zu failed, %zu unfinished\n",
                s.complete, s.inputs, s.audio_seconds / 3600.0, s.failed.size(), s.unfinished.size());
-  return s.exit_code();
+  return static_cast<ExitCode>(s.exit_code());
 }
 
 }  // namespace corepool

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "supervisor/batch/inputs.h"
+#include "worker/exit_codes.h"
 
 namespace corepool {
 
@@ -31,7 +32,9 @@ struct MergeSummary {
   std::vector<InputError> failed;      // key "" for a whole argument
   std::vector<std::string> unfinished;  // result keys
   std::vector<std::string> problems;    // unreadable shard reports
-  int exit_code() const { return failed.empty() && unfinished.empty() ? 0 : 1; }
+  int exit_code() const {
+    return exit_status(failed.empty() && unfinished.empty() ? ExitCode::kOk : ExitCode::kMergeIncomplete);
+  }
   nlohmann::json to_json() const;
 };
 
@@ -39,7 +42,7 @@ struct MergeSummary {
 MergeSummary merge_results(const MergeOptions& options);
 
 // Prints the summary as one JSON line on `out` and one line per failed or
-// unfinished input on `err`. Returns the exit code (0 all complete, 1 not).
-int print_merge(const MergeSummary& summary, const std::string& out_dir, std::FILE* out, std::FILE* err);
+// unfinished input on `err`. Returns kOk when all are complete, else kMergeIncomplete.
+ExitCode print_merge(const MergeSummary& summary, const std::string& out_dir, std::FILE* out, std::FILE* err);
 
 }  // namespace corepool

@@ -18,10 +18,6 @@
 #include "worker/model.h"
 
 namespace corepool {
-
-const std::vector<std::string> kBenchKinds = {"ceiling-threads", "ceiling-processes", "thread", "process",
-                                              "defaults"};
-
 namespace {
 
 using nlohmann::json;
@@ -86,11 +82,11 @@ void report(const std::string& dir, const json& host, const std::vector<PointSum
   std::printf("\n");
 }
 
-int replot(const BenchOptions& o) {
+ExitCode replot(const BenchOptions& o) {
   json host;
   const auto points = read_json(o.out_dir + "/results.json", &host);
   report(o.out_dir, host, points);
-  return 0;
+  return ExitCode::kOk;
 }
 
 }  // namespace
@@ -123,7 +119,16 @@ std::string run_self(const std::vector<std::string>& args) {
   return out;
 }
 
-int run_bench(const BenchOptions& o) {
+ExitCode run_bench_command(BenchOptions o, const Config& config) {
+  o.model_dir = config.model_dir;
+  o.workers = config.workers;
+  o.max_batch = config.max_batch;
+  o.pin = config.pin_threads && o.pin;
+  if (!o.point.empty()) return run_bench_point(o, config);
+  return run_bench(o);
+}
+
+ExitCode run_bench(const BenchOptions& o) {
   if (o.memory) return run_memory_bench(o);
   if (o.replot) return replot(o);
   const auto started = std::chrono::steady_clock::now();
@@ -161,7 +166,7 @@ int run_bench(const BenchOptions& o) {
                                  "ceilings: forward() of one batch"}};
   report(o.out_dir, host, points);
   std::printf("bench took %.0f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-  return 0;
+  return ExitCode::kOk;
 }
 
 }  // namespace corepool

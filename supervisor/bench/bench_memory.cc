@@ -55,7 +55,7 @@ ProcessPoolOptions pool_options(int workers, bool naive) {
 
 }  // namespace
 
-int run_memory_point(const BenchOptions& o) {
+ExitCode run_memory_point(const BenchOptions& o) {
   auto model = load_model(o.model_dir);
   const size_t weight_bytes = model->weight_bytes;
   Counter counter;
@@ -70,10 +70,10 @@ int run_memory_point(const BenchOptions& o) {
   std::printf("%s\n", json{{"kind", "memory"}, {"workers", o.workers}, {"naive", o.naive},
                            {"pss_kb", total}, {"supervisor_pss_kb", supervisor},
                            {"weight_bytes", weight_bytes}}.dump().c_str());
-  return 0;
+  return ExitCode::kOk;
 }
 
-int run_respawn_point(const BenchOptions& o) {
+ExitCode run_respawn_point(const BenchOptions& o) {
   auto model = load_model(o.model_dir);
   Counter counter;
   ProcessPool pool(model, pool_options(1, false), [&](SegmentResult&&) { counter.add(); });
@@ -102,10 +102,10 @@ int run_respawn_point(const BenchOptions& o) {
   std::printf("%s\n", json{{"kind", "respawn"}, {"median_ms", ms[ms.size() / 2]}, {"max_ms", ms.back()},
                            {"min_ms", ms.front()}, {"warm_request_ms", steady[steady.size() / 2]},
                            {"weight_bytes", model->weight_bytes}}.dump().c_str());
-  return 0;
+  return ExitCode::kOk;
 }
 
-int run_memory_bench(const BenchOptions& o) {
+ExitCode run_memory_bench(const BenchOptions& o) {
   std::printf("corepool bench --memory: model %s\n\n", o.model_dir.c_str());
   std::printf("%8s %16s %16s %12s %22s\n", "workers", "shared PSS MB", "naive PSS MB", "naive/shared",
               "shared: added/worker");
@@ -141,7 +141,7 @@ int run_memory_bench(const BenchOptions& o) {
                 j["median_ms"].get<double>(), j["min_ms"].get<double>(), j["max_ms"].get<double>(),
                 j["warm_request_ms"].get<double>());
   }
-  return 0;
+  return ExitCode::kOk;
 }
 
 }  // namespace corepool

@@ -134,10 +134,12 @@ Measured ceiling_processes(const std::shared_ptr<const LoadedModel>& model, cons
       if (!cpus.empty()) pin_current_thread(cpus[i % cpus.size()]);
       char c = 1;
       forward_loop(model, inputs, 1, nullptr);  // warm: engine built, first forward done
-      if (::write(ready[1], &c, 1) != 1 || ::read(go[0], &c, 1) != 1) ::_exit(2);
+      // A child that lost its pipe to the parent has nothing to report: any
+      // non-zero status fails the point in the parent.
+      if (::write(ready[1], &c, 1) != 1 || ::read(go[0], &c, 1) != 1) ::_exit(exit_status(ExitCode::kInternal));
       forward_loop(model, inputs, forwards, times + i * forwards);
-      if (::write(ready[1], &c, 1) != 1 || ::read(go[0], &c, 1) != 1) ::_exit(2);
-      ::_exit(0);
+      if (::write(ready[1], &c, 1) != 1 || ::read(go[0], &c, 1) != 1) ::_exit(exit_status(ExitCode::kInternal));
+      ::_exit(exit_status(ExitCode::kOk));
     }
     children.push_back(pid);
   }
@@ -265,7 +267,7 @@ json point_json(const BenchOptions& o, const Config& engine, const Measured& m, 
 
 }  // namespace
 
-int run_bench_point(const BenchOptions& o, const Config& config) {
+ExitCode run_bench_point(const BenchOptions& o, const Config& config) {
   if (o.point == "memory") return run_memory_point(o);
   if (o.point == "respawn") return run_respawn_point(o);
   ResourceProbe probe;  // before the model loads: the memory series shows start-up too
@@ -288,7 +290,7 @@ int run_bench_point(const BenchOptions& o, const Config& config) {
             : ceiling_processes(model, cpus, engine.workers, engine.intra_op_threads, inputs, total, probe);
   }
   std::printf("%s\n", point_json(o, engine, m, probe, budget.usable).dump().c_str());
-  return 0;
+  return ExitCode::kOk;
 }
 
 }  // namespace corepool

@@ -13,7 +13,7 @@
 #include <filesystem>
 
 #include "supervisor/bench/bench.h"
-#include "supervisor/bench/bench_report.h"
+#include "supervisor/bench/bench_summary.h"
 #include "tools/audio_synth.h"
 #include "worker/cpus.h"
 #include "worker/model.h"
@@ -54,7 +54,15 @@ std::string today() {
 
 }  // namespace
 
-int run_tune(const TuneOptions& o) {
+ExitCode run_tune_command(TuneOptions o, const Config& config) {
+  o.model_dir = config.model_dir;
+  o.mode = config.mode;
+  o.allocator = config.allocator;
+  o.pin = config.pin_threads;
+  return run_tune(o);
+}
+
+ExitCode run_tune(const TuneOptions& o) {
   auto model = load_model(o.model_dir);
   const int usable = usable_cpus().usable;
   char tmpl[] = "/tmp/corepool-tune-XXXXXX";
@@ -87,7 +95,7 @@ int run_tune(const TuneOptions& o) {
   if (!best) {
     std::printf("\nno configuration keeps p99 under %g ms on this host; the lowest p99 measured is above it\n",
                 o.p99_ms);
-    return 1;
+    return ExitCode::kNoConfigFits;
   }
   char bound[64] = "";
   if (o.p99_ms > 0) std::snprintf(bound, sizeof bound, " with p99 <= %g ms", o.p99_ms);
@@ -97,7 +105,7 @@ int run_tune(const TuneOptions& o) {
   std::printf("[engine]\nmode = \"%s\"\nworkers = %d\nintra_op_threads = %d\nmax_batch = %d\nallocator = \"%s\"\n",
               o.mode.c_str(), best->point.workers, best->point.intra_op, best->point.max_batch,
               o.allocator.c_str());
-  return 0;
+  return ExitCode::kOk;
 }
 
 }  // namespace corepool

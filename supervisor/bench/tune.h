@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "worker/exit_codes.h"
 
 namespace corepool {
 
@@ -24,7 +25,12 @@ struct TuneOptions {
   bool pin = true;
 };
 
-// Prints the table and the snippet; returns 0, or 1 when no configuration meets --p99-ms.
-int run_tune(const TuneOptions& options);
+// `corepool tune` after main()'s startup: takes the model, mode, allocator and
+// pinning from the effective config, then runs the search.
+ExitCode run_tune_command(TuneOptions options, const Config& config);
+
+// Prints the table and the snippet; returns kOk, or kNoConfigFits when no
+// configuration meets --p99-ms.
+ExitCode run_tune(const TuneOptions& options);
 
 }  // namespace corepool

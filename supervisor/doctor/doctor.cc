@@ -61,6 +61,15 @@ std::vector<CheckResult> room_checks(const WorkerPlan& plan, const ModelProbe& p
   return {memory_verdict(need, read_memory_room(paths)), shm};
 }
 
+ExitCode exit_code_of(Verdict worst) {
+  switch (worst) {
+    case Verdict::kOk: return ExitCode::kOk;
+    case Verdict::kWarn: return ExitCode::kDoctorWarn;
+    case Verdict::kFail: return ExitCode::kDoctorFail;
+  }
+  return ExitCode::kInternal;  // not reached: every verdict is handled above
+}
+
 template <typename T>
 void append(std::vector<T>& to, std::vector<T> from) {
   to.insert(to.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
@@ -81,7 +90,7 @@ std::vector<CheckResult> run_doctor_checks(const Config& cfg, const HostPaths& p
   return results;
 }
 
-int print_doctor_report(const Config& cfg) {
+ExitCode print_doctor_report(const Config& cfg) {
   const std::string workers = cfg.workers > 0 ? std::to_string(cfg.workers) : "auto";
   const std::string intra = cfg.intra_op_threads > 0 ? std::to_string(cfg.intra_op_threads) : "default";
   std::printf("corepool doctor: %s mode, %s workers, %s intra-op thread(s), max batch %d, model %s\n",
@@ -92,8 +101,8 @@ int print_doctor_report(const Config& cfg) {
     std::printf("%s\n", format_check(r).c_str());
     ++counts[static_cast<int>(r.verdict)];
   }
-  const int exit_code = static_cast<int>(worst_verdict(results));
-  std::printf("\n%d OK, %d WARN, %d FAIL: exit %d\n", counts[0], counts[1], counts[2], exit_code);
+  const ExitCode exit_code = exit_code_of(worst_verdict(results));
+  std::printf("\n%d OK, %d WARN, %d FAIL: exit %d\n", counts[0], counts[1], counts[2], exit_status(exit_code));
   std::fflush(stdout);
   return exit_code;
 }

@@ -10,13 +10,15 @@
 #include "config/config.h"
 #include "supervisor/doctor/doctor_check.h"
 #include "supervisor/doctor/doctor_procfs.h"
+#include "worker/exit_codes.h"
 
 namespace corepool {
 
 // Every check for `cfg`, in checklist order.
 std::vector<CheckResult> run_doctor_checks(const Config& cfg, const HostPaths& paths = {});
 
-// Prints the checklist to stdout; returns the exit code (the worst verdict).
-int print_doctor_report(const Config& cfg);
+// Prints the checklist to stdout; returns the exit code of the worst verdict
+// (kOk, kDoctorWarn, kDoctorFail).
+ExitCode print_doctor_report(const Config& cfg);
 
 }  // namespace corepool

@@ -10,8 +10,8 @@
 
 namespace corepool {
 
-// Ordered by severity: the exit code of `corepool doctor` is the worst one
-// (the Nagios convention: 0 OK, 1 WARNING, 2 CRITICAL).
+// Ordered by severity: `corepool doctor` exits with the worst one (doctor.cc
+// maps it to ExitCode; the Nagios convention: 0 OK, 1 WARNING, 2 CRITICAL).
 enum class Verdict { kOk = 0, kWarn = 1, kFail = 2 };
 
 struct CheckResult {

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "supervisor/http/http_server.h"
+#include "supervisor/http/http_types.h"
 #include "supervisor/http/http_stats.h"
 
 namespace corepool::http {

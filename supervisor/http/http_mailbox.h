@@ -13,7 +13,7 @@
 #include <optional>
 #include <utility>
 
-#include "supervisor/http/http_server.h"
+#include "supervisor/http/http_types.h"
 
 namespace corepool::http {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <mutex>
 
-#include "supervisor/http/http_server.h"
+#include "supervisor/http/http_types.h"
 
 namespace corepool::http {
 

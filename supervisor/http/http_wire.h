@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "supervisor/http/http_server.h"
+#include "supervisor/http/http_types.h"
 
 namespace corepool::http {
 

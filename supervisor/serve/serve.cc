@@ -29,13 +29,13 @@
 #include "supervisor/serve/serve_generation.h"
 #include "supervisor/serve/serve_metrics.h"
 #include "supervisor/serve/serve_routes.h"
+#include "worker/exit_codes.h"
 #include "worker/model.h"
 
 namespace corepool {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-enum ServeExit { kExitOk = 0, kExitListen = 2, kExitModel = 3, kExitInternal = 4 };
 
 // Keep-alive connections cost one fd each; the default soft limit (often 1024)
 // would cap a server configured for thousands.
@@ -122,7 +122,7 @@ void check_reloadable(const Config& now, const Config& next) {
 class Server final : public ServeContext {
  public:
   explicit Server(const ServeOptions& options) : options_(options), config_(options.config) {}
-  int run();
+  ExitCode run();
 
   std::shared_ptr<Generation> current() override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -131,7 +131,7 @@ class Server final : public ServeContext {
   ServeSnapshot snapshot() override;
 
  private:
-  int start();
+  ExitCode start();
   HttpServerOptions http_options(const std::vector<ListenFd>& inherited);
   void on_tick();
   void reload();
@@ -192,7 +192,7 @@ void Server::on_tick() {
   if (now - last_ready_ < std::chrono::seconds(60)) notifier_.watchdog();
 }
 
-int Server::start() {
+ExitCode Server::start() {
   raise_fd_limit(config_.max_connections);
   const auto t0 = Clock::now();
   std::vector<ListenFd> inherited;
@@ -200,14 +200,14 @@ int Server::start() {
     inherited = inherited_listeners();
   } catch (const std::exception& e) {
     spdlog::error("socket activation: {}", e.what());
-    return kExitListen;
+    return ExitCode::kCannotListen;
   }
   try {
     auto model = load_model(config_.model_dir);
     current_ = std::make_shared<Generation>(++generations_, config_, std::move(model));
   } catch (const ModelError& e) {
     spdlog::error("model error: {}", e.what());
-    return kExitModel;
+    return ExitCode::kModelError;
   }
   audio_ = std::make_unique<AudioTagger>(config_.audio_threads, static_cast<size_t>(config_.max_audio_requests));
   routes_ = std::make_unique<ServeRoutes>(*this, metrics_, *audio_, config_.retry_after_s);
@@ -216,7 +216,7 @@ int Server::start() {
     http_->start([this](HttpRequest&& r, Responder responder) { routes_->handle(std::move(r), std::move(responder)); });
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
-    return kExitListen;
+    return ExitCode::kCannotListen;
   }
   std::string where;
   if (!inherited.empty()) where = std::to_string(inherited.size()) + " socket(s) from systemd";
@@ -226,14 +226,14 @@ int Server::start() {
                config_.mode, current_->executor().workers(),
                std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count());
   notifier_.ready(status_line());
-  return kExitOk;
+  return ExitCode::kOk;
 }
 
-int Server::run() {
+ExitCode Server::run() {
   SignalPipe signals;
   // A client that hangs up mid-response must cost an EPIPE, not the process.
   ::signal(SIGPIPE, SIG_IGN);
-  if (int rc = start(); rc != kExitOk) {
+  if (const ExitCode rc = start(); rc != ExitCode::kOk) {
     shutdown();
     return rc;
   }
@@ -250,7 +250,7 @@ int Server::run() {
   notifier_.stopping();
   shutdown();
   spdlog::info("stopped");
-  return kExitOk;
+  return ExitCode::kOk;
 }
 
 void Server::reload() {
@@ -341,16 +341,16 @@ ServeSnapshot Server::snapshot() {
 
 }  // namespace
 
-int run_serve(const ServeOptions& options) {
+ExitCode run_serve(const ServeOptions& options) {
   try {
     Server server(options);
     return server.run();
   } catch (const ModelError& e) {
     spdlog::error("model error: {}", e.what());
-    return kExitModel;
+    return ExitCode::kModelError;
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
-    return kExitInternal;
+    return ExitCode::kInternal;
   }
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "worker/exit_codes.h"
 
 namespace corepool {
 
@@ -21,8 +22,8 @@ struct ServeOptions {
   std::function<Config()> reload_config;
 };
 
-// Returns the process exit code: 0 after a clean drain, 2 when a listener
-// cannot be opened, 3 on a model error at start, 4 on any other failure.
-int run_serve(const ServeOptions& options);
+// Returns kOk after a clean drain, kCannotListen when a listener cannot be
+// opened, kModelError on a model error at start, kInternal on any other failure.
+ExitCode run_serve(const ServeOptions& options);
 
 }  // namespace corepool

@@ -1,0 +1,73 @@
+// The vocabulary of `corepool bench` and `corepool tune`: the kinds of
+// measurement point, the options of a sweep, one configuration of it and the
+// summary of its repeats. Plain values shared by the sweep (bench.h), the
+// report (bench_report.h) and the command line (supervisor/cli.h); no LibTorch.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace corepool {
+
+// The kinds of point, as `--modes` names them.
+//   ceiling-threads / ceiling-processes: N pinned tight forward() loops on
+//     precomputed features, no pipeline, no IPC (the bare ceiling);
+//   thread / process: the full pipeline (decode, segment, features, forward)
+//     through thread mode or process mode;
+//   defaults: thread mode with LibTorch's global pools at their default size,
+//     as an engine that never configures them runs.
+extern const std::vector<std::string> kBenchKinds;
+
+struct BenchOptions {
+  std::string model_dir;
+  int workers = 0;             // a point's engine threads / workers (0 = usable cpus)
+  int max_batch = 4;
+  double audio_seconds = 60;   // length of the generated input file
+  int repeats = 3;             // interleaved repetitions; medians are reported
+  bool quick = false;          // a small sweep that runs in under 3 minutes
+  bool pin = true;
+  std::vector<std::string> modes;       // empty: every kind
+  std::vector<int> worker_counts;       // empty: 1 .. 2 x usable cpus (--memory: 1,2,4,8)
+  std::vector<int> intra_ops;           // empty: 1, 2, usable cpus
+  std::vector<std::string> allocators;  // empty: jemalloc, system
+  std::string out_dir = "corepool-bench";  // results.csv, results.json, *.png
+  bool replot = false;         // redraw plots and verdict from out_dir/results.json, measure nothing
+  // Memory comparison (shared weights vs a private copy per worker).
+  bool memory = false;
+  // Respawn latency: SIGKILL of a worker to its replacement answering.
+  bool respawn = false;
+  // Internal: run one measurement point and print it as one JSON line.
+  std::string point;           // a kind above, or memory | respawn
+  std::string audio;           // input file of a throughput point
+  bool naive = false;          // memory point: each worker loads its own copy
+};
+
+// One configuration of the sweep.
+struct SweepPoint {
+  std::string kind;
+  int workers = 1;
+  int intra_op = 1;  // 0 = LibTorch's default
+  std::string allocator = "jemalloc";
+  int max_batch = 0;  // 0 = BenchOptions::max_batch
+  std::string label() const;  // "thread w2 intra 1 jemalloc"
+};
+
+// One configuration over its repeats (bench_summary.h makes it).
+struct PointSummary {
+  SweepPoint point;
+  int runs = 0;
+  double segments = 0;
+  double seconds = 0, seconds_min = 0, seconds_max = 0, spread = 0;  // processing time; spread = (max-min)/median
+  double rate = 0;         // segments per second (median)
+  double x_real_time = 0;  // seconds of audio per second
+  double p50_ms = 0, p95_ms = 0, p99_ms = 0;
+  double cpu_util = 0;     // share of the usable cpus, 0..1
+  double voluntary = 0, involuntary = 0;  // context switches per run
+  double rss_peak_mb = 0, rss_avg_mb = 0, pss_peak_mb = 0, pss_avg_mb = 0;
+  nlohmann::json memory;   // [[seconds, rss_kb, pss_kb], ...] of the median run
+  nlohmann::json jemalloc; // {"allocated": bytes, ...} of the point's own process, median run; {} on glibc
+};
+
+}  // namespace corepool

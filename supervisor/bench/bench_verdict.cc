@@ -1,0 +1,111 @@
+// The findings, in the order a reader asks: how close each mode comes to its
+// bare ceiling and to the other mode, what LibTorch's default pools cost, how
+// processing time scales with engine threads, what bigger intra-op pools and
+// the allocator change, and the best configuration measured. A finding whose
+// points were not measured is left out, never guessed.
+#include "supervisor/bench/bench_verdict.h"
+
+#include "supervisor/bench/bench_queries.h"
+
+namespace corepool {
+namespace {
+
+using bench::find_point;
+using bench::format;
+using Lines = std::vector<std::string>;
+using Points = std::vector<PointSummary>;
+
+// Ceilings, the two modes, and LibTorch's defaults against intra-op 1.
+void mode_ratios(const Points& points, const std::string& alloc, int n, int m, Lines& out) {
+  auto at = [&](const std::string& kind, int w, int intra) { return find_point(points, kind, w, intra, alloc); };
+  const auto *proc = at("process", n, 1), *thr = at("thread", n, 1);
+  const auto *cp = at("ceiling-processes", n, 1), *ct = at("ceiling-threads", n, 1);
+  if (proc && cp) out.push_back(format("process mode reaches %.2f of the bare process ceiling at %.0f worker(s)",
+                                       proc->rate / cp->rate, n));
+  if (thr && ct) out.push_back(format("thread mode reaches %.2f of the bare thread ceiling at %.0f engine thread(s)",
+                                      thr->rate / ct->rate, n));
+  if (proc && thr) out.push_back(format("at %.0f worker(s) process mode gives %.2fx the throughput of thread mode",
+                                        n, proc->rate / thr->rate));
+  const auto *d = at("defaults", m, 0), *t1 = at("thread", m, 1);
+  if (d && t1) {
+    out.push_back(format("LibTorch defaults are %.2fx slower than thread mode with intra-op 1 at %.0f engine "
+                         "threads", d->seconds / t1->seconds, m) +
+                  format(" (%.2f s vs %.2f s)", d->seconds, t1->seconds));
+  }
+}
+
+// The field's finding: with shared global pools, more engine threads take longer.
+void thread_scaling(const Points& points, const std::string& alloc, int m, Lines& out) {
+  auto at = [&](const std::string& kind, int w, int intra) { return find_point(points, kind, w, intra, alloc); };
+  for (int intra : bench::intra_settings(points, "thread")) {
+    const auto *a = at("thread", 1, intra), *b = at("thread", m, intra);
+    if (a && b) {
+      out.push_back("thread mode, intra-op " + std::to_string(intra) +
+                    format(": processing time %.2f s at 1 engine thread, %.2f s at %.0f", a->seconds, b->seconds, m));
+    }
+  }
+  const auto *d1 = at("defaults", 1, 0), *d = at("defaults", m, 0);
+  if (!d1 || !d) return;
+  out.push_back(format("LibTorch defaults: processing time %.2f s at 1 engine thread, %.2f s at %.0f", d1->seconds,
+                       d->seconds, m));
+  if (const auto* t11 = at("thread", 1, 1)) {
+    out.push_back(format("at 1 engine thread LibTorch defaults keep %.0f%% of the cpus busy for %.2fx the "
+                         "processing time of intra-op 1, which keeps ", d1->cpu_util * 100, d1->seconds / t11->seconds) +
+                  format("%.0f%% busy", t11->cpu_util * 100));
+  }
+}
+
+// Bigger intra-op pools against intra-op 1, at the most engine threads measured.
+void intra_op_costs(const Points& points, const std::string& alloc, int m, Lines& out) {
+  for (const char* kind : {"thread", "process"}) {
+    const auto* base = find_point(points, kind, m, 1, alloc);
+    for (int intra : bench::intra_settings(points, kind)) {
+      const auto* p = find_point(points, kind, m, intra, alloc);
+      if (!base || !p || intra == 1) continue;
+      out.push_back(std::string(kind) + " mode, intra-op " + std::to_string(intra) +
+                    format(": %.2fx the processing time of intra-op 1 at %.0f ", p->seconds / base->seconds, m) +
+                    (std::string(kind) == "thread" ? "engine threads" : "workers") +
+                    format(" (%.2f s vs %.2f s), %.0f involuntary context switches vs ", p->seconds, base->seconds,
+                           p->involuntary) + format("%.0f", base->involuntary));
+    }
+  }
+}
+
+void allocator_costs(const Points& points, int n, Lines& out) {
+  for (const char* kind : {"thread", "process"}) {
+    const auto *j = find_point(points, kind, n, 1, "jemalloc"), *g = find_point(points, kind, n, 1, "system");
+    if (j && g && g->pss_peak_mb > 0) {
+      out.push_back(std::string(kind) + " mode, " + std::to_string(n) + " worker(s): " +
+                    format("jemalloc peak memory (PSS) is %.2fx glibc's, average %.2fx; throughput %.2fx",
+                           j->pss_peak_mb / g->pss_peak_mb, j->pss_avg_mb / g->pss_avg_mb, j->rate / g->rate));
+    }
+  }
+}
+
+void best_configuration(const Points& points, Lines& out) {
+  const PointSummary* best = nullptr;
+  for (const auto& p : points) {
+    if (p.point.kind.rfind("ceiling", 0) != 0 && (!best || p.rate > best->rate)) best = &p;
+  }
+  if (best) {
+    out.push_back("best pipeline configuration: " + best->point.label() +
+                  format(", %.1f segments/s (%.1fx real time)", best->rate, best->x_real_time));
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> verdict(const std::vector<PointSummary>& points, int usable) {
+  Lines out;
+  const std::string alloc = bench::main_allocator(points);
+  const int n = bench::reference_workers(points, usable);
+  const int m = bench::max_workers(points);
+  mode_ratios(points, alloc, n, m, out);
+  thread_scaling(points, alloc, m, out);
+  intra_op_costs(points, alloc, m, out);
+  allocator_costs(points, n, out);
+  best_configuration(points, out);
+  return out;
+}
+
+}  // namespace corepool

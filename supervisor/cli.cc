@@ -1,0 +1,167 @@
+// One function per subcommand declares its flags, in the order --help lists
+// them; the flags shared by several subcommands (engine, inputs) are declared
+// once. Options write straight into the Cli the caller owns, which is why the
+// few callbacks (`each`) capture it by reference: they run inside parse().
+#include "supervisor/cli.h"
+
+#include <CLI/CLI.hpp>
+
+namespace corepool {
+namespace {
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : ", ") + i;
+  return out;
+}
+
+void add_global_flags(CLI::App& app, Cli& cli) {
+  app.add_option("--config", cli.config_path, "TOML config file (see config/corepool.toml)");
+  app.add_option("--log-level", cli.log_level, "trace|debug|info|warn|error|off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  app.add_option("--allocator", cli.allocator, "jemalloc | system (glibc); default engine.allocator")
+      ->check(CLI::IsMember({"jemalloc", "system"}));
+}
+
+void add_engine_flags(CLI::App* cmd, Cli& cli) {
+  cmd->add_option("--model", cli.model_dir, "model directory (model.pt + model.toml)");
+  cmd->add_option("--workers", cli.workers, "engine threads / workers; 0 = usable cpus")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("--max-batch", cli.max_batch, "segments per forward()")->check(CLI::Range(1, 1024));
+  cmd->add_option("--intra-op-threads", cli.intra, "LibTorch intra-op threads (1 = pool off, 0 = LibTorch default)")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("--inter-op-threads", cli.inter, "LibTorch inter-op threads (0 = LibTorch default)")
+      ->check(CLI::Range(0, 1024));
+}
+
+void add_mode_flag(CLI::App* cmd, Cli& cli, const std::string& help) {
+  cmd->add_option("--mode", cli.mode, help)->check(CLI::IsMember({"thread", "process"}));
+}
+
+// The inputs of batch and merge: paths and/or a manifest; at least one.
+void add_input_flags(CLI::App* cmd, Cli& cli) {
+  auto* manifest = cmd->add_option("--manifest", cli.manifest, "file listing the inputs, one path per line");
+  cmd->add_option("--root", cli.root, "with --manifest: results are named relative to this directory")
+      ->needs(manifest);
+  cmd->add_option("paths", cli.paths, "files, directories or glob patterns");
+}
+
+void add_batch_command(CLI::App& app, Cli& cli) {
+  auto* batch = app.add_subcommand("batch", "tag audio files: one JSON Lines result per input");
+  add_engine_flags(batch, cli);
+  batch->add_option("--out", cli.out_dir, "output directory, or - for stdout");
+  add_mode_flag(batch, cli, "thread | process");
+  batch->add_flag("--force", cli.force, "redo inputs whose result is already complete");
+  batch->add_flag("--no-progress", cli.no_progress, "never draw the progress bar");
+  batch->add_option("--format", cli.format, "with --out -: jsonl (default) or timeline (one readable line per event)")
+      ->check(CLI::IsMember({"jsonl", "timeline"}));
+  batch->add_option("--shard", cli.shard,
+                    "I/N: process shard I (0..N-1) of N; default from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX");
+  add_input_flags(batch, cli);
+}
+
+void add_merge_command(CLI::App& app, Cli& cli) {
+  auto* merge = app.add_subcommand("merge", "one summary over a sharded batch's results; names missing inputs");
+  merge->add_option("--out", cli.out_dir, "the shards' output directory");
+  add_input_flags(merge, cli);
+}
+
+void add_serve_command(CLI::App& app, Cli& cli) {
+  auto* serve = app.add_subcommand("serve", "HTTP service: KServe v2 infer, /v1/audio:tag, health, /metrics");
+  add_engine_flags(serve, cli);
+  add_mode_flag(serve, cli, "thread | process");
+  serve->add_option("--listen", cli.listen, "TCP host:port ([v6]:port), \"\" for none; default serve.listen")
+      ->each([&cli](const std::string&) { cli.listen_set = true; });
+  serve->add_option("--unix", cli.unix_socket, "also listen on this Unix socket path (mode 0660)");
+}
+
+void add_bench_command(CLI::App& app, Cli& cli) {
+  auto* bench = app.add_subcommand("bench", "measure thread and process mode against the bare forward() ceiling");
+  add_engine_flags(bench, cli);
+  BenchOptions& o = cli.bench;
+  bench->add_flag("--quick", o.quick, "small sweep (about 1.5 minutes on 2 cpus): 2 repeats, 30 s of audio")
+      ->each([&o](const std::string&) {
+        o.repeats = 2;
+        o.audio_seconds = 30;
+      });
+  bench->add_option("--audio-seconds", o.audio_seconds, "length of the generated input (default 60)")
+      ->check(CLI::Range(5.0, 36000.0));
+  bench->add_option("--repeats", o.repeats, "interleaved repetitions (default 3)")->check(CLI::Range(1, 100));
+  bench->add_option("--modes", o.modes, "kinds of point (default all): " + join(kBenchKinds))
+      ->delimiter(',')->check(CLI::IsMember(kBenchKinds));
+  bench->add_option("--worker-counts", o.worker_counts,
+                    "engine threads / workers to sweep (default 1..2 x usable cpus; --memory: 1,2,4,8)")
+      ->delimiter(',')->check(CLI::Range(1, 1024));
+  bench->add_option("--intra-ops", o.intra_ops, "intra-op thread settings to sweep (default 1,2,cpus)")
+      ->delimiter(',')->check(CLI::Range(1, 1024));
+  bench->add_option("--allocators", o.allocators, "allocators to sweep (default jemalloc,system)")
+      ->delimiter(',')->check(CLI::IsMember({"jemalloc", "system"}));
+  bench->add_option("--out", o.out_dir, "where results.csv, results.json and the plots go");
+  bench->add_flag("--replot", o.replot, "redraw the plots and the verdict from --out's results.json");
+  bench->add_flag("--memory", o.memory, "PSS of shared vs naive weights for --worker-counts");
+  bench->add_flag("--respawn", o.respawn, "with --memory: also SIGKILL-to-answer respawn latency");
+  bench->add_flag("--pin,!--no-pin", o.pin, "pin workers to cpus");
+  // The sweep's child processes: hidden from --help (empty group).
+  bench->add_option("--point", o.point, "internal: run one measurement point")->group("");
+  bench->add_option("--audio", o.audio, "internal: input of a throughput point")->group("");
+  bench->add_flag("--naive", o.naive, "internal: memory point with private weight copies")->group("");
+}
+
+void add_tune_command(CLI::App& app, Cli& cli) {
+  auto* tune = app.add_subcommand("tune", "search workers x intra-op x max batch; print the best [engine] settings");
+  add_engine_flags(tune, cli);
+  add_mode_flag(tune, cli, "thread | process (default engine.mode)");
+  TuneOptions& o = cli.tune;
+  tune->add_option("--p99-ms", o.p99_ms, "best throughput whose p99 segment latency stays under this")
+      ->check(CLI::PositiveNumber);
+  tune->add_option("--worker-counts", o.worker_counts, "workers to try (default 1..2 x usable cpus)")
+      ->delimiter(',')->check(CLI::Range(1, 1024));
+  tune->add_option("--intra-ops", o.intra_ops, "intra-op threads to try (default 1,2,cpus)")
+      ->delimiter(',')->check(CLI::Range(1, 1024));
+  tune->add_option("--max-batches", o.max_batches, "max batch sizes to try (default 1,2,4,8,16)")
+      ->delimiter(',')->check(CLI::Range(1, 1024));
+  tune->add_option("--audio-seconds", o.audio_seconds, "audio per measurement (default 30)")
+      ->check(CLI::Range(5.0, 36000.0));
+  tune->add_option("--repeats", o.repeats, "measurements per configuration (default 1)")
+      ->check(CLI::Range(1, 100));
+}
+
+void add_doctor_command(CLI::App& app, Cli& cli) {
+  auto* doctor = app.add_subcommand("doctor", "the performance checklist: OK/WARN/FAIL per check, exit 0/1/2");
+  add_engine_flags(doctor, cli);
+  add_mode_flag(doctor, cli, "thread | process");
+}
+
+Command command_of(const CLI::App& app) {
+  if (app.got_subcommand("batch")) return Command::kBatch;
+  if (app.got_subcommand("merge")) return Command::kMerge;
+  if (app.got_subcommand("serve")) return Command::kServe;
+  if (app.got_subcommand("bench")) return Command::kBench;
+  if (app.got_subcommand("tune")) return Command::kTune;
+  if (app.got_subcommand("doctor")) return Command::kDoctor;
+  return Command::kVersion;  // require_subcommand(1): the only one left
+}
+
+}  // namespace
+
+std::optional<int> parse_cli(int argc, char** argv, Cli& cli) {
+  CLI::App app{"corepool: LibTorch audio inference on every core"};
+  app.require_subcommand(1);
+  add_global_flags(app, cli);
+  add_batch_command(app, cli);
+  add_merge_command(app, cli);
+  add_serve_command(app, cli);
+  add_bench_command(app, cli);
+  add_tune_command(app, cli);
+  add_doctor_command(app, cli);
+  app.add_subcommand("version", "print versions");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  cli.command = command_of(app);
+  return std::nullopt;
+}
+
+}  // namespace corepool
