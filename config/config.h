@@ -6,13 +6,9 @@
 #include <stdexcept>
 #include <string>
 
-namespace corepool {
+#include "config/config_error.h"
 
-// A bad config or model.toml: the message names the file, line and key,
-// e.g. "corepool.toml:12: engine.workers: must be between 0 and 1024, got -3".
-struct ConfigError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+namespace corepool {
 
 struct Config {
   // [model]

@@ -12,7 +12,7 @@
 
 #include <toml++/toml.h>
 
-#include "config/config.h"
+#include "config/config_error.h"
 
 namespace corepool {
 

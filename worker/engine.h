@@ -9,6 +9,7 @@
 
 #include "worker/executor.h"
 #include "worker/features.h"
+#include "worker/model.h"
 #include "worker/torch_module.h"
 
 namespace corepool {

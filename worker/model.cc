@@ -63,4 +63,6 @@ std::shared_ptr<const LoadedModel> load_model(const std::string& dir) {
   return model;
 }
 
+torch::jit::Module& module_of(const LoadedModel& model) { return model.torch->module; }
+
 }  // namespace corepool

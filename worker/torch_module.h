@@ -5,8 +5,6 @@
 
 #include <torch/script.h>
 
-#include "worker/model.h"
-
 namespace corepool {
 
 struct TorchModule {
@@ -15,6 +13,8 @@ struct TorchModule {
 
 // The model's module. A jit::Module is a handle: copies share the weights, and
 // rebinding a parameter through any copy (shared_weights.cc) changes them all.
-inline torch::jit::Module& module_of(const LoadedModel& model) { return model.torch->module; }
+// Defined in model.cc, which sees both halves.
+struct LoadedModel;
+torch::jit::Module& module_of(const LoadedModel& model);
 
 }  // namespace corepool

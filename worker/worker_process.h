@@ -13,11 +13,6 @@
 
 namespace corepool {
 
-// The worker's exit codes (worker/exit_codes.h) as the pool's reaper compares
-// them with WEXITSTATUS (supervisor/pool/process_pool.cc).
-constexpr int kWorkerExitOk = exit_status(ExitCode::kWorkerStopped);
-constexpr int kWorkerExitBootFailure = exit_status(ExitCode::kWorkerBootFailure);
-
 struct WorkerSetup {
   int slot = 0;                 // the worker's index in the pool
   int cpu = -1;                 // pin to this cpu; -1 = no pinning

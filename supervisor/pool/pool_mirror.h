@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "shm/channel.h"
-#include "supervisor/pool/process_pool.h"
+#include "supervisor/pool/pool_options.h"
+#include "worker/executor.h"
+#include "worker/model.h"
 
 namespace corepool::pool {
 

@@ -15,40 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "supervisor/pool/pool_options.h"
 #include "worker/executor.h"
 #include "worker/model.h"
 
 namespace corepool {
-
-struct ProcessPoolOptions {
-  int workers = 1;
-  int max_batch = 4;
-  int max_batch_delay_us = 0;
-  int queue_depth = 0;            // segments queued or in flight; 0 = 4 * workers * max_batch
-  std::vector<int> cpus;          // pin worker i to cpus[i % size]; empty = no pinning
-  int hang_timeout_ms = 10000;    // a busy worker whose heartbeat is older is killed
-  int start_timeout_ms = 120000;  // every worker must be ready within this at startup
-  int poison_kills = 2;           // a request that killed this many workers fails
-  std::string log_level = "info";
-  bool naive_weights = false;     // each worker loads its own copy (memory benchmark only)
-  int intra_op_threads = 1;       // each worker's own intra-op pool (0 = LibTorch's default)
-  // Recycling (gunicorn's max_requests, uWSGI's reload-on-rss): a worker that
-  // has run this many segments, or whose resident set exceeds this many bytes,
-  // gets no new work, finishes what it holds, exits and is replaced in its
-  // slot. One slot at a time. 0 = never.
-  uint64_t max_requests = 0;
-  uint64_t max_rss_bytes = 0;
-};
-
-struct PoolCounters {
-  uint64_t restarts = 0;      // workers respawned after an exit
-  uint64_t redispatched = 0;  // requests sent again after their worker died
-  uint64_t poisoned = 0;      // requests failed as poison input
-  uint64_t duplicates = 0;    // late completions dropped
-  uint64_t cancelled = 0;     // segments dropped unrun by cancel()
-  uint64_t recycled_max_requests = 0;  // workers replaced after max_requests segments
-  uint64_t recycled_max_rss = 0;       // workers replaced for a resident set over max_rss_bytes
-};
 
 class ProcessPool final : public Executor {
  public:

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "supervisor/pool/worker_table.h"
+#include "worker/exit_codes.h"
 #include "worker/worker_process.h"
 
 namespace corepool::pool {
@@ -35,10 +36,10 @@ std::string exit_text(int status) {
 // chaos test) and convicts nobody; our own kills are counted separately.
 bool crashed(int status) {
   if (WIFSIGNALED(status)) return WTERMSIG(status) != SIGKILL && WTERMSIG(status) != SIGTERM;
-  return WIFEXITED(status) && WEXITSTATUS(status) != 0;
+  return WIFEXITED(status) && WEXITSTATUS(status) != exit_status(ExitCode::kWorkerStopped);
 }
 
-bool exited_with(int status, int code) { return WIFEXITED(status) && WEXITSTATUS(status) == code; }
+bool exited_with(int status, ExitCode code) { return WIFEXITED(status) && WEXITSTATUS(status) == exit_status(code); }
 
 }  // namespace
 
@@ -58,7 +59,7 @@ ExitVerdict WorkerTable::settle_exit(Worker& w, int status, bool shutting_down) 
     set_state(w, WorkerState::kEmpty);
     return verdict;  // not crashed: whatever it held is requeued and dropped with the loop
   }
-  if (w.recycle != Recycle::kNo && exited_with(status, kWorkerExitOk)) {
+  if (w.recycle != Recycle::kNo && exited_with(status, ExitCode::kWorkerStopped)) {
     // Exited as asked, drained first: replaced at once, as a recycle, not a restart.
     mirror_.count(w.recycle == Recycle::kRequests ? &PoolCounters::recycled_max_requests
                                                   : &PoolCounters::recycled_max_rss);
@@ -68,7 +69,7 @@ ExitVerdict WorkerTable::settle_exit(Worker& w, int status, bool shutting_down) 
   }
   w.recycle = Recycle::kNo;  // a recycle that ended any other way is a death like any other
   verdict.crashed = crashed(status) || was == WorkerState::kKilled;
-  if (exited_with(status, kWorkerExitBootFailure)) {
+  if (exited_with(status, ExitCode::kWorkerBootFailure)) {
     spdlog::error("worker {} could not start ({}); not respawning it", w.index, verdict.how);
     set_state(w, WorkerState::kFailed);
     mirror_.boot_failed("worker " + std::to_string(w.index) + " could not start: see its log above");

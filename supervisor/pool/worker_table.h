@@ -17,7 +17,7 @@
 #include "shm/segment.h"
 #include "shm/slab.h"
 #include "supervisor/pool/pool_mirror.h"
-#include "supervisor/pool/process_pool.h"
+#include "supervisor/pool/pool_options.h"
 #include "supervisor/pool/worker_state.h"
 #include "worker/shared_weights.h"
 
