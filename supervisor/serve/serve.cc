@@ -342,16 +342,8 @@ ServeSnapshot Server::snapshot() {
 }  // namespace
 
 ExitCode run_serve(const ServeOptions& options) {
-  try {
-    Server server(options);
-    return server.run();
-  } catch (const ModelError& e) {
-    spdlog::error("model error: {}", e.what());
-    return ExitCode::kModelError;
-  } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
-    return ExitCode::kInternal;
-  }
+  Server server(options);
+  return server.run();
 }
 
 }  // namespace corepool

@@ -23,7 +23,8 @@ struct ServeOptions {
 };
 
 // Returns kOk after a clean drain, kCannotListen when a listener cannot be
-// opened, kModelError on a model error at start, kInternal on any other failure.
+// opened. Throws ModelError on a model error at start and std::exception on
+// any other failure; the caller (commands.cc) maps them to their exit codes.
 ExitCode run_serve(const ServeOptions& options);
 
 }  // namespace corepool

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
+#include "tests/e2e/corepool_cli.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 #include "tools/audio_synth.h"
@@ -20,10 +21,7 @@ namespace {
 using ::testing::HasSubstr;
 using nlohmann::json;
 
-testing::ProcessResult corepool_cli(std::vector<std::string> args, const testing::TempDir& dir) {
-  args.insert(args.begin(), {COREPOOL_BIN, "--log-level", "warn"});
-  return testing::run_process(args, dir.path());
-}
+using testing::corepool_cli;
 
 TEST(BenchCliTest, ASmallSweepWritesCsvJsonPlotsAndAVerdict) {
   testing::TempDir dir;

@@ -20,7 +20,6 @@
 #include "tests/engine/segments.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
-#include "tests/support/wait.h"
 
 namespace corepool {
 namespace {

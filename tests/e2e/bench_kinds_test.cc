@@ -10,11 +10,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "tests/engine/segments.h"
 #include "tests/engine/small_model.h"
+#include "tests/e2e/corepool_cli.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
-#include "tests/support/wait.h"
 
 namespace corepool {
 namespace {
@@ -22,10 +21,7 @@ namespace {
 using ::testing::HasSubstr;
 using nlohmann::json;
 
-testing::ProcessResult corepool_cli(std::vector<std::string> args, const testing::TempDir& dir) {
-  args.insert(args.begin(), {COREPOOL_BIN, "--log-level", "warn"});
-  return testing::run_process(args, dir.path());
-}
+using testing::corepool_cli;
 
 
 const std::vector<std::string> kKinds = {"ceiling-threads", "ceiling-processes", "thread", "process", "defaults"};
