@@ -27,7 +27,10 @@ void add_engine_flags(CLI::App* cmd, Cli& cli) {
   cmd->add_option("--model", cli.model_dir, "model directory (model.pt + model.toml)");
   cmd->add_option("--workers", cli.workers, "engine threads / workers; 0 = usable cpus")
       ->check(CLI::Range(0, 1024));
-  cmd->add_option("--max-batch", cli.max_batch, "segments per forward()")->check(CLI::Range(1, 1024));
+  cmd->add_option("--max-batch", cli.max_batch, "segments per forward(); 0 = measured at start (default)")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("--optimize", cli.optimize, "none | onednn (default) | bf16: how the model is optimized at load")
+      ->check(CLI::IsMember({"none", "onednn", "bf16"}));
   cmd->add_option("--intra-op-threads", cli.intra, "LibTorch intra-op threads (1 = pool off, 0 = LibTorch default)")
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--inter-op-threads", cli.inter, "LibTorch inter-op threads (0 = LibTorch default)")

@@ -25,7 +25,8 @@ struct Cli {
   std::string mode;
   std::string allocator;
   int workers = -1;
-  int max_batch = 0;
+  int max_batch = -1;  // -1: not given (0 is "measured")
+  std::string optimize;
   int intra = -1;
   int inter = -1;
   std::string out_dir;

@@ -38,7 +38,8 @@ Config effective_config(const Cli& cli) {
   if (!cli.mode.empty()) cfg.mode = cli.mode;
   if (!cli.allocator.empty()) cfg.allocator = cli.allocator;
   if (cli.workers >= 0) cfg.workers = cli.workers;
-  if (cli.max_batch > 0) cfg.max_batch = cli.max_batch;
+  if (cli.max_batch >= 0) cfg.max_batch = cli.max_batch;
+  if (!cli.optimize.empty()) cfg.optimize = cli.optimize;
   if (cli.intra >= 0) cfg.intra_op_threads = cli.intra;
   if (cli.inter >= 0) cfg.inter_op_threads = cli.inter;
   if (!cli.out_dir.empty()) cfg.out_dir = cli.out_dir;

@@ -32,7 +32,11 @@ int main(int argc, char** argv) {
   const std::string allocator_problem = corepool::ensure_allocator(cfg->allocator, argv);
   corepool::setup_logging(cfg->log_level);
   if (!allocator_problem.empty()) spdlog::warn("allocator: {}", allocator_problem);
-  corepool::configure_runtime_threads({cfg->intra_op_threads, cfg->inter_op_threads});
+  // Process mode's supervisor optimizes and calibrates the model before it
+  // forks: one thread, so that no OpenMP pool exists at fork (workers set
+  // their own counts). Thread mode's engines are this process's threads.
+  corepool::configure_runtime_threads(
+      {cfg->mode == "process" && cli.command != Command::kBench ? 1 : cfg->intra_op_threads, cfg->inter_op_threads});
   if (cli.command == Command::kDoctor) return exit_status(corepool::print_doctor_report(*cfg));
   corepool::log_host_facts();
   return exit_status(corepool::run_engine_command(*cfg, cli));

@@ -30,11 +30,13 @@ std::string item_size_error(const ModelConfig& config, TaskInput input, size_t f
 }
 
 Engine::Engine(std::shared_ptr<const LoadedModel> model)
-    : model_(std::move(model)), module_(module_of(*model_)), features_(model_->config) {}
+    : model_(std::move(model)), module_(module_of(*model_)), input_dtype_(torch_of(*model_).input_dtype),
+      features_(model_->config) {}
 
 torch::Tensor Engine::forward(const torch::Tensor& input) {
   c10::InferenceMode guard;
-  torch::jit::IValue out = module_.forward({input});
+  // A bf16 module (engine.optimize = "bf16") takes bf16 input; scores_of() converts back.
+  torch::jit::IValue out = module_.forward({input.scalar_type() == input_dtype_ ? input : input.to(input_dtype_)});
   if (!out.isTensor()) {
     throw ModelError(model_->dir + "/model.pt: forward() must return a Tensor, returned " +
                      out.tagKind());

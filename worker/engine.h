@@ -58,6 +58,7 @@ class Engine {
 
   std::shared_ptr<const LoadedModel> model_;
   torch::jit::Module module_;  // handle copy: shares parameters with model_->module
+  at::ScalarType input_dtype_;  // what module_ takes (torch_module.h)
   FeatureExtractor features_;
 };
 

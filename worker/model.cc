@@ -64,5 +64,6 @@ std::shared_ptr<const LoadedModel> load_model(const std::string& dir) {
 }
 
 torch::jit::Module& module_of(const LoadedModel& model) { return model.torch->module; }
+TorchModule& torch_of(const LoadedModel& model) { return *model.torch; }
 
 }  // namespace corepool

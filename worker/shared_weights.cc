@@ -189,6 +189,11 @@ SharedWeights share_weights(const LoadedModel& model) {
   return SharedWeights{std::move(segment), weight_bytes, checksum, tensors.size()};
 }
 
+bool weights_already_shared(const LoadedModel& model) {
+  const TorchModule& torch = torch_of(model);
+  return torch.arena != nullptr && torch.optimized != "none";
+}
+
 std::string verify_shared_weights(const SharedWeights& weights) {
   const void* base = weights.segment.data();
   const std::string error = shm::verify_weight_segment(base, weights.segment.size());

@@ -32,6 +32,10 @@ struct SharedWeights {
 // cannot be created or sealed; the module is unchanged when it throws.
 SharedWeights share_weights(const LoadedModel& model);
 
+// True when optimize_model() already put the module's weights in a sealed,
+// shared WeightArena (process mode's optimized path): there is nothing left to share.
+bool weights_already_shared(const LoadedModel& model);
+
 // "" if the segment's header, table and checksum are intact; otherwise what is wrong.
 std::string verify_shared_weights(const SharedWeights& weights);
 

@@ -27,6 +27,7 @@
 #include "worker/cpus.h"
 #include "worker/engine.h"
 #include "worker/exit_codes.h"
+#include "worker/optimize.h"
 #include "worker/runtime.h"
 
 namespace corepool {
@@ -282,7 +283,13 @@ std::shared_ptr<spdlog::logger> make_worker_logger(const WorkerSetup& setup) {
     configure_runtime_threads({setup.intra_op_threads, 1});
     if (setup.cpu >= 0) pin_current_thread(setup.cpu);
     prefault(setup.weights, setup.weights_bytes);
-    if (!setup.naive_model_dir.empty()) model = load_model(setup.naive_model_dir);
+    if (!setup.naive_model_dir.empty()) {
+      model = load_model(setup.naive_model_dir);
+      const OptimizeOutcome o = optimize_model(*model, setup.optimize, /*shared=*/false);
+      if (!o.fallback.empty()) log->warn("engine.optimize = \"{}\" not applied: {}", setup.optimize, o.fallback);
+    }
+    // Optimized weights live in the supervisor's arena: map them in one go too.
+    if (const auto& arena = torch_of(*model).arena) arena->prefault();
     engine = std::make_unique<Engine>(model);
     checked = monotonic_ns();
     if (setup.check_model) engine->check_output_shape();

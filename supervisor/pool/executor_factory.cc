@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "shm/channel.h"
 #include "supervisor/pool/process_pool.h"
 #include "worker/cpus.h"
 #include "worker/thread_executor.h"
@@ -12,7 +13,14 @@ int effective_workers(const Config& config) {
   return config.workers > 0 ? config.workers : usable_cpus().usable;
 }
 
-ExecutorFactory make_executor_factory(const Config& cfg, std::shared_ptr<const LoadedModel> model) {
+ExecutorFactory make_executor_factory(const Config& config, std::shared_ptr<const LoadedModel> model,
+                                      EnginePlan* plan_out) {
+  const bool process = config.mode == "process";
+  const EnginePlan plan = plan_engine(
+      model, {config.optimize, config.max_batch, process ? static_cast<int>(shm::kMaxBatch) : 1024, process});
+  if (plan_out) *plan_out = plan;
+  Config cfg = config;
+  cfg.max_batch = plan.max_batch;
   const CpuBudget budget = usable_cpus();
   const int workers = effective_workers(cfg);
   // A thread pinned to one cpu hands that mask to the intra-op threads it
@@ -35,6 +43,7 @@ ExecutorFactory make_executor_factory(const Config& cfg, std::shared_ptr<const L
     opts.max_requests = static_cast<uint64_t>(cfg.max_requests);
     opts.max_rss_bytes = static_cast<uint64_t>(cfg.max_rss_mb) << 20;
     opts.log_level = cfg.log_level;
+    opts.optimize = cfg.optimize;
     return [model, opts](Executor::Completion done) {
       return std::make_unique<ProcessPool>(model, opts, std::move(done));
     };

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "config/config.h"
+#include "worker/engine_plan.h"
 #include "worker/executor.h"
 #include "worker/model.h"
 
@@ -18,8 +19,11 @@ using ExecutorFactory = std::function<std::unique_ptr<Executor>(Executor::Comple
 // Workers the config asks for: engine.workers, or one per usable cpu when 0.
 int effective_workers(const Config& config);
 
-// The factory defers construction so that the caller chooses the completion
-// callback. Construction throws ModelError when the model cannot run here.
-ExecutorFactory make_executor_factory(const Config& config, std::shared_ptr<const LoadedModel> model);
+// Plans the engine first (worker/engine_plan.h: optimizes the model in place,
+// measures max_batch when it is 0), then returns a factory that defers
+// construction so that the caller chooses the completion callback. The plan
+// is copied to `plan` when given. Throws ModelError when the model cannot run.
+ExecutorFactory make_executor_factory(const Config& config, std::shared_ptr<const LoadedModel> model,
+                                      EnginePlan* plan = nullptr);
 
 }  // namespace corepool

@@ -51,7 +51,10 @@ class ProcessPool::Impl {
     shm::sweep_dead_segments();
     // One read-only copy of the weights before any worker exists; the module is
     // rebound to it, so every fork inherits views, not copies.
-    if (!options_.naive_weights) weights_ = std::make_unique<SharedWeights>(share_weights(*model_));
+    // (After engine.optimize, optimize_model() has done so already, in its arena.)
+    if (!options_.naive_weights && !weights_already_shared(*model_)) {
+      weights_ = std::make_unique<SharedWeights>(share_weights(*model_));
+    }
     loop_.start(weights_.get());
     mirror_.wait_ready(std::chrono::milliseconds(options_.start_timeout_ms));
   }

@@ -105,6 +105,7 @@ void WorkerTable::spawn(Worker& w) {
   setup.completion_eventfd = w.eventfd;
   setup.log_level = options_.log_level;
   if (options_.naive_weights) setup.naive_model_dir = model_->dir;
+  setup.optimize = options_.optimize;
   // The first generation proves the model runs here (a boot failure stops the
   // pool); a replacement runs the very same module, so it skips that forward()
   // and answers sooner. So a first start may take start_timeout_ms, and a

@@ -93,7 +93,8 @@ bool every_parameter_inside(const shm::Segment& segment, const torch::jit::Modul
 std::shared_ptr<LoadedModel> model_of(torch::jit::Module module) {
   auto model = std::make_shared<LoadedModel>();
   model->dir = "in-memory";
-  model->torch = std::make_shared<TorchModule>(TorchModule{std::move(module)});
+  model->torch = std::make_shared<TorchModule>();
+  model->torch->module = std::move(module);
   return model;
 }
 

@@ -1,0 +1,34 @@
+// engine.max_batch = 0: the batch size measured, not guessed. A short
+// calibration times the (optimized) forward() at 1, 2, 4, 8 and 16 items and
+// keeps the lowest cost per item; a batch within 2% of the best counts as a
+// tie and the smaller one wins (less latency for the same throughput). Called
+// once per executor factory, before any worker forks (one thread, as a worker).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "worker/model.h"
+
+namespace corepool {
+
+struct Calibration {
+  int best = 1;                                  // the batch size chosen
+  std::vector<std::pair<int, double>> ms_per_item;  // batch -> best ms per item, in the order timed
+  double seconds = 0;                            // time the calibration took
+  std::string text() const;                      // "1: 14.1 ms, 2: 13.2 ms, 4: 13.3 ms (chose 2)"
+};
+
+// Times batches 1, 2, 4, ... up to `limit` (at most 16); stops early rather
+// than overrun `budget_seconds` (a larger batch is tried only if two of its
+// forwards, estimated from the last cost per item, fit in what is left).
+// Throws what forward() throws.
+Calibration calibrate_batch(const std::shared_ptr<const LoadedModel>& model, int limit,
+                            double budget_seconds = 1.0);
+
+// The tie rule alone, for tests: the smallest batch within 2% of the lowest cost.
+int pick_batch(const std::vector<std::pair<int, double>>& ms_per_item);
+
+}  // namespace corepool

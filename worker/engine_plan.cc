@@ -1,0 +1,42 @@
+// The two decisions in order: the optimized module first, so that the
+// calibration times the module the engines will run.
+#include "worker/engine_plan.h"
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+namespace corepool {
+
+std::string EnginePlan::text() const {
+  std::string s = "optimize " + optimize.applied;
+  if (!optimize.fallback.empty()) s += " (asked for " + optimize.requested + ")";
+  if (optimize.applied != "none") {
+    s += fmt::format(" in {:.2f} s, max |score difference| {:.2g}", optimize.seconds, optimize.max_difference);
+  }
+  if (optimize.shared_bytes > 0) s += fmt::format(", {:.1f} MB shared read-only", optimize.shared_bytes / 1e6);
+  s += "; max_batch " + std::to_string(max_batch);
+  s += measured ? fmt::format(" measured in {:.2f} s: {}", calibration.seconds, calibration.text()) : " (configured)";
+  return s;
+}
+
+EnginePlan plan_engine(const std::shared_ptr<const LoadedModel>& model, const PlanRequest& request) {
+  EnginePlan plan;
+  plan.optimize = optimize_model(*model, request.optimize, request.shared);
+  if (!plan.optimize.fallback.empty()) {
+    spdlog::warn("{}: engine.optimize = \"{}\" not applied, running the model as loaded: {}", model->dir,
+                 request.optimize, plan.optimize.fallback);
+  }
+  const int limit = std::max(1, std::min(request.limit, model->config.max_batch));
+  if (request.max_batch > 0) {
+    plan.max_batch = request.max_batch;  // an explicit value wins; the executors clamp it as before
+  } else {
+    plan.calibration = calibrate_batch(model, limit);
+    plan.max_batch = plan.calibration.best;
+    plan.measured = true;
+  }
+  spdlog::info("engine plan: {}", plan.text());
+  return plan;
+}
+
+}  // namespace corepool

@@ -1,0 +1,35 @@
+// How an engine will run a model, decided once before any engine or worker
+// exists: the optimization applied (engine.optimize) and the batch size
+// (engine.max_batch, measured when 0). Made by the executor factory; read by
+// the log, /metrics, doctor and bench. Torch-free: a plain value.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "worker/calibrate.h"
+#include "worker/model.h"
+#include "worker/optimize.h"
+
+namespace corepool {
+
+struct EnginePlan {
+  OptimizeOutcome optimize;
+  int max_batch = 1;          // what the engines will use
+  bool measured = false;      // max_batch came from calibrate_batch()
+  Calibration calibration;    // when measured
+  std::string text() const;   // one log line
+};
+
+struct PlanRequest {
+  std::string optimize = "onednn";  // engine.optimize
+  int max_batch = 0;                // engine.max_batch; 0 = measure
+  int limit = 1024;                 // the most a batch may hold (the model's and the rings' limits)
+  bool shared = false;              // process mode: optimized weights in a shared WeightArena
+};
+
+// Optimizes (falling back with a WARN), then calibrates when asked; logs the
+// plan. Throws what a failing forward() throws (ModelError, c10::Error).
+EnginePlan plan_engine(const std::shared_ptr<const LoadedModel>& model, const PlanRequest& request);
+
+}  // namespace corepool
