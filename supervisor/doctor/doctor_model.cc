@@ -12,6 +12,7 @@
 #include <fstream>
 #include <optional>
 
+#include "supervisor/doctor/doctor_optimize.h"
 #include "supervisor/doctor/doctor_procfs.h"
 #include "worker/engine.h"
 
@@ -147,7 +148,7 @@ CheckResult model_verdict(const std::string& dir, const std::map<std::string, ui
   return CheckResult::ok("model", found);
 }
 
-ModelProbe probe_model(const std::string& dir, int max_batch) {
+ModelProbe probe_model(const std::string& dir, int max_batch, const std::string& optimize) {
   ModelProbe probe;
   try {
     probe.model = load_model(dir);
@@ -157,9 +158,15 @@ ModelProbe probe_model(const std::string& dir, int max_batch) {
     return probe;
   }
   probe.results.push_back(weights_check(*probe.model));
-  const int batch = std::max(1, std::min(max_batch, probe.model->config.max_batch));
+  try {
+    probe.results.push_back(plan_check(probe.model, optimize, max_batch, probe.plan));
+  } catch (const std::exception& e) {  // the calibration's forward() failed: forward_check says why
+    probe.plan.max_batch = std::max(1, max_batch);
+  }
+  const int batch = std::max(1, std::min(probe.plan.max_batch, probe.model->config.max_batch));
   probe.results.push_back(forward_check(probe.model, batch, probe.activation_bytes));
   probe.forward_ok = probe.results.back().verdict == Verdict::kOk;
+  if (probe.forward_ok) probe.results.push_back(bf16_check(dir));
   return probe;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "supervisor/doctor/doctor_check.h"
+#include "worker/engine_plan.h"
 #include "worker/model.h"
 
 namespace corepool {
@@ -20,10 +21,14 @@ struct ModelProbe {
   std::vector<CheckResult> results;          // "model", then "forward" if it loaded
   bool forward_ok = false;                   // the forward() ran and its output had the right shape
   uint64_t activation_bytes = 0;             // peak heap growth of the one forward()
+  EnginePlan plan;                           // as the service would plan it
 };
 
-// `max_batch` is engine.max_batch (capped at the model's own max_batch).
-ModelProbe probe_model(const std::string& dir, int max_batch);
+// `max_batch` is engine.max_batch (0 = measured; capped at the model's own
+// max_batch), `optimize` engine.optimize: the probe plans the engine as the
+// service would ("engine plan"), runs the forward at the plan's batch, and
+// compares bf16 with fp32 ("bf16", doctor_optimize.h).
+ModelProbe probe_model(const std::string& dir, int max_batch, const std::string& optimize);
 
 // The "model" line for weights of these dtypes ("float32" -> bytes).
 CheckResult model_verdict(const std::string& dir, const std::map<std::string, uint64_t>& bytes_by_dtype,

@@ -326,6 +326,9 @@ ServeSnapshot Server::snapshot() {
   s.executor = gen->executor().stats();
   s.mode = gen->config().mode;
   s.model = gen->model().config.name;
+  s.optimize = gen->plan().optimize.applied;
+  s.max_batch = gen->plan().max_batch;
+  s.max_batch_measured = gen->plan().measured;
   s.generation = gen->number();
   s.reloads_failed = reloads_failed_.load();
   s.timed_out = routes_ ? routes_->timed_out() : 0;

@@ -6,7 +6,7 @@ namespace corepool {
 
 Generation::Generation(uint64_t number, Config config, std::shared_ptr<const LoadedModel> model)
     : number_(number), config_(std::move(config)), model_(std::move(model)) {
-  executor_ = make_executor_factory(config_, model_)([this](SegmentResult&& r) { route(std::move(r)); });
+  executor_ = make_executor_factory(config_, model_, &plan_)([this](SegmentResult&& r) { route(std::move(r)); });
 }
 
 Generation::~Generation() {

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "config/config.h"
+#include "worker/engine_plan.h"
 #include "worker/executor.h"
 #include "worker/model.h"
 
@@ -36,6 +37,8 @@ class Generation {
   const Config& config() const { return config_; }
   const LoadedModel& model() const { return *model_; }
   Executor& executor() { return *executor_; }
+  // The optimization applied and the batch size in use (measured or configured).
+  const EnginePlan& plan() const { return plan_; }
 
   // A new stream id whose results go to `sink` until close_stream(id).
   // Results for a closed (or unknown) stream are dropped.
@@ -56,6 +59,7 @@ class Generation {
   std::unordered_map<uint64_t, std::shared_ptr<Sink>> streams_;
   std::atomic<uint64_t> next_stream_{1};
   std::atomic<uint64_t> dropped_{0};
+  EnginePlan plan_;
   std::unique_ptr<Executor> executor_;  // last: stopped before the table it routes into
 };
 

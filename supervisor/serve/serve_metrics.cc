@@ -56,6 +56,10 @@ void render_executor(std::string& out, const ServeSnapshot& s) {
   const ExecutorStats& e = s.executor;
   Family(out, "corepool_info", "gauge", "Constant 1; the labels say what is being served.")
       .sample(label("mode", s.mode) + "," + label("model", s.model), 1);
+  Family(out, "corepool_engine_max_batch", "gauge",
+         "Segments per forward(); source=\"measured\" when the start-up calibration chose it (engine.max_batch = 0).")
+      .sample(label("source", s.max_batch_measured ? "measured" : "configured") + "," + label("optimize", s.optimize),
+              double(s.max_batch));
   Family(out, "corepool_generation", "gauge", "1 at start, +1 for each successful reload (SIGHUP).")
       .sample("", double(s.generation));
   Family(out, "corepool_reloads_failed_total", "counter", "Reloads that failed and kept the old model.")

@@ -29,6 +29,9 @@ struct ServeSnapshot {
   ExecutorStats executor;
   std::string mode;                // "thread" | "process"
   std::string model;               // the model's name
+  std::string optimize = "none";   // engine.optimize as applied (worker/engine_plan.h)
+  int max_batch = 0;               // the batch size the engines use
+  bool max_batch_measured = false; // ... chosen by the start-up calibration
   uint64_t generation = 0;         // 1 + successful reloads
   uint64_t reloads_failed = 0;
   uint64_t timed_out = 0;          // infer requests answered 504 at serve.request_timeout_s

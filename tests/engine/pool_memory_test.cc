@@ -17,6 +17,8 @@
 #include <gtest/gtest.h>
 
 #include "supervisor/pool/process_pool.h"
+#include "worker/engine_plan.h"
+#include "worker/runtime.h"
 #include "tests/engine/segments.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
@@ -29,6 +31,7 @@ using ::testing::HasSubstr;
 constexpr const char* kModelEnv = "COREPOOL_TEST_PSS_MODEL";
 constexpr const char* kWorkersEnv = "COREPOOL_TEST_PSS_WORKERS";
 constexpr const char* kNaiveEnv = "COREPOOL_TEST_PSS_NAIVE";
+constexpr const char* kOptimizeEnv = "COREPOOL_TEST_PSS_OPTIMIZE";
 
 // Pss of a process in kB, from /proc/PID/smaps_rollup; -1 if unreadable.
 long pss_kb(int pid) {
@@ -41,19 +44,21 @@ long pss_kb(int pid) {
 struct Measured {
   long pss_kb = -1;  // supervisor + workers
   long weight_bytes = -1;
+  long shared_bytes = -1;  // in the optimized weight arena (0 for engine.optimize none)
 };
 
 // Runs the pool in a fresh process and reads back what it measured.
-Measured measure(const std::string& model_dir, int workers, bool naive) {
+Measured measure(const std::string& model_dir, int workers, bool naive, const std::string& optimize = "none") {
   testing::TempDir dir;
   const auto r = testing::run_self_test("DISABLED_MemoryChild.MeasurePss", dir.path(), std::chrono::seconds(240),
       {std::string(kModelEnv) + "=" + model_dir, std::string(kWorkersEnv) + "=" + std::to_string(workers),
-       std::string(kNaiveEnv) + "=" + (naive ? "1" : "0")});
+       std::string(kNaiveEnv) + "=" + (naive ? "1" : "0"), std::string(kOptimizeEnv) + "=" + optimize});
   EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
   Measured m;
   const auto at = r.out.find("MEASURED pss_kb=");
   if (at != std::string::npos) {
-    std::sscanf(r.out.c_str() + at, "MEASURED pss_kb=%ld weight_bytes=%ld", &m.pss_kb, &m.weight_bytes);
+    std::sscanf(r.out.c_str() + at, "MEASURED pss_kb=%ld weight_bytes=%ld shared_bytes=%ld", &m.pss_kb,
+                &m.weight_bytes, &m.shared_bytes);
   }
   return m;
 }
@@ -86,6 +91,28 @@ TEST(PoolMemoryTest, EachAddedWorkerCostsFarLessThanACopyOfTheWeightsUnlessEachL
   EXPECT_GT(naive1.pss_kb - shared1.pss_kb, weights_kb * 3 / 4) << report;
 }
 
+// engine.optimize = "onednn" (the default): the weights the workers run are the
+// frozen, prepacked ones optimize_model() made in the supervisor's arena, and
+// those are what must be shared.
+TEST(PoolMemoryTest, OptimizedPrepackedWeightsAreSharedByEveryWorker) {
+  testing::TempDir dir;
+  // About 50 MB of weights.
+  auto gen = testing::run_process(
+      {COREPOOL_GEN_MODEL_BIN, "--out", dir / "model", "--width", "8", "--hidden", "200000"}, dir.path());
+  ASSERT_EQ(gen.exit_code, 0) << gen.err;
+  const Measured one = measure(dir / "model", 1, false, "onednn");
+  const Measured three = measure(dir / "model", 3, false, "onednn");
+  ASSERT_GT(one.pss_kb, 0);
+  ASSERT_GT(three.pss_kb, 0);
+  const long weights_kb = one.weight_bytes / 1024;
+  ASSERT_GT(weights_kb, 40 * 1024) << "the model should hold about 50 MB of weights";
+  EXPECT_GE(one.shared_bytes / 1024, weights_kb * 9 / 10) << "the optimized weights are in the shared arena";
+  const long per_worker = (three.pss_kb - one.pss_kb) / 2;
+  std::printf("weights %ld kB, optimized in the arena %ld kB; PSS 1/3 workers %ld/%ld kB: %.1f%% per added worker\n",
+              weights_kb, one.shared_bytes / 1024, one.pss_kb, three.pss_kb, 100.0 * per_worker / weights_kb);
+  EXPECT_LT(per_worker, weights_kb / 10);
+}
+
 // The child: a pool of $WORKERS over $MODEL, every worker having run a few
 // segments, then the PSS of the whole family printed on one line.
 TEST(DISABLED_MemoryChild, MeasurePss) {
@@ -93,7 +120,14 @@ TEST(DISABLED_MemoryChild, MeasurePss) {
   ASSERT_NE(model_dir, nullptr);
   const int workers = std::atoi(std::getenv(kWorkersEnv));
   auto model = load_model(model_dir);
+  const std::string optimize = std::getenv(kOptimizeEnv) ? std::getenv(kOptimizeEnv) : "none";
+  long shared_bytes = 0;
+  if (optimize != "none") {
+    configure_runtime_threads({1, 1});  // as main() does for process mode: no OpenMP pool at fork
+    shared_bytes = static_cast<long>(plan_engine(model, {optimize, 1, 64, true}).optimize.shared_bytes);
+  }
   ProcessPoolOptions o;
+  o.optimize = optimize;
   o.workers = workers;
   o.max_batch = 1;
   o.naive_weights = std::string(std::getenv(kNaiveEnv)) == "1";
@@ -123,7 +157,8 @@ TEST(DISABLED_MemoryChild, MeasurePss) {
     ASSERT_GT(kb, 0) << "worker " << pid;
     total += kb;
   }
-  std::printf("MEASURED pss_kb=%ld weight_bytes=%ld\n", total, static_cast<long>(model->weight_bytes));
+  std::printf("MEASURED pss_kb=%ld weight_bytes=%ld shared_bytes=%ld\n", total, static_cast<long>(model->weight_bytes),
+              shared_bytes);
 }
 
 }  // namespace

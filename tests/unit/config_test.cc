@@ -51,6 +51,7 @@ void expect_same(const Config& actual, const Config& expected) {
   EXPECT_EQ(actual.intra_op_threads, expected.intra_op_threads);
   EXPECT_EQ(actual.inter_op_threads, expected.inter_op_threads);
   EXPECT_EQ(actual.max_batch, expected.max_batch);
+  EXPECT_EQ(actual.optimize, expected.optimize);
   EXPECT_EQ(actual.queue_depth, expected.queue_depth);
   EXPECT_EQ(actual.pin_threads, expected.pin_threads);
   EXPECT_EQ(actual.max_batch_delay_us, expected.max_batch_delay_us);
@@ -85,7 +86,7 @@ TEST_F(ConfigTest, ShippedDefaultsFileSetsEveryKeyItDocuments) {
   std::ifstream in(kDefaultsFile);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   for (const char* key : {"dir =", "mode =", "workers =", "intra_op_threads =",
-                          "inter_op_threads =", "max_batch =", "queue_depth =", "pin_threads =",
+                          "inter_op_threads =", "max_batch =", "optimize =", "queue_depth =", "pin_threads =",
                           "max_batch_delay_us =", "hang_timeout_ms =", "allocator =", "out_dir =", "force =", "level =",
                           "listen =", "unix_socket =", "unix_socket_group =", "max_body_mb =", "max_connections =",
                           "idle_timeout_s =", "header_timeout_s =", "body_timeout_s =",
@@ -109,6 +110,7 @@ workers = 6
 intra_op_threads = 2
 inter_op_threads = 3
 max_batch = 16
+optimize = "bf16"
 queue_depth = 500
 pin_threads = false
 max_batch_delay_us = 2000
@@ -154,6 +156,7 @@ level = "debug"
   expected.intra_op_threads = 2;
   expected.inter_op_threads = 3;
   expected.max_batch = 16;
+  expected.optimize = "bf16";
   expected.queue_depth = 500;
   expected.pin_threads = false;
   expected.max_batch_delay_us = 2000;
@@ -217,8 +220,8 @@ TEST_F(ConfigTest, EachIntegerKeyHasItsOwnRange) {
             path() + ":2: engine.intra_op_threads: must be between 0 and 1024, got -1");
   EXPECT_EQ(error_for("[engine]\ninter_op_threads = 1025\n"),
             path() + ":2: engine.inter_op_threads: must be between 0 and 1024, got 1025");
-  EXPECT_EQ(error_for("[engine]\nmax_batch = 0\n"),
-            path() + ":2: engine.max_batch: must be between 1 and 1024, got 0");
+  EXPECT_EQ(error_for("[engine]\nmax_batch = -1\n"),
+            path() + ":2: engine.max_batch: must be between 0 and 1024, got -1");
   EXPECT_EQ(error_for("[engine]\nqueue_depth = 1000001\n"),
             path() + ":2: engine.queue_depth: must be between 0 and 1000000, got 1000001");
 }
@@ -239,6 +242,14 @@ TEST_F(ConfigTest, AllocatorIsJemallocOrSystem) {
   EXPECT_EQ(Config{}.allocator, "jemalloc");
   EXPECT_EQ(error_for("[engine]\nallocator = \"tcmalloc\"\n"),
             path() + ":2: engine.allocator: must be one of \"jemalloc\", \"system\"; got \"tcmalloc\"");
+}
+
+TEST_F(ConfigTest, OptimizeIsOnednnByDefaultAndOneOfThree) {
+  EXPECT_EQ(Config{}.optimize, "onednn");
+  EXPECT_EQ(Config{}.max_batch, 0) << "measured at start by default";
+  EXPECT_EQ(load_config(write("[engine]\noptimize = \"none\"\n")).optimize, "none");
+  EXPECT_EQ(error_for("[engine]\noptimize = \"fp16\"\n"),
+            path() + ":2: engine.optimize: must be one of \"none\", \"onednn\", \"bf16\"; got \"fp16\"");
 }
 
 TEST_F(ConfigTest, ModeOutsideItsChoicesIsRejected) {

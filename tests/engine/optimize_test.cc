@@ -1,0 +1,310 @@
+// engine.optimize and engine.max_batch = 0: the weight arena's allocator, the
+// optimized module against an independent reference (a fresh load of the
+// same model.pt run as loaded), the fallback for a model that cannot be
+// optimized, the calibration's choice, and process mode's sealed arena (a
+// worker that writes a weight page dies alone). Fork cases run in a fresh copy
+// of this binary (DISABLED_OptimizeChild.*): the parent of a fork must not
+// have run LibTorch ops with an OpenMP pool.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include "supervisor/pool/executor_factory.h"
+#include "tests/engine/segments.h"
+#include "tests/engine/small_model.h"
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
+#include "worker/calibrate.h"
+#include "worker/engine.h"
+#include "worker/optimize.h"
+#include "worker/runtime.h"
+#include "worker/weight_arena.h"
+
+namespace corepool {
+namespace {
+
+using ::testing::HasSubstr;
+
+// ------------------------------------------------ the arena, without a model
+
+TEST(WeightArenaTest, BlocksAreAlignedAndFreedNeighboursCoalesceIntoOneRun) {
+  auto arena = WeightArena::create(1 << 20);
+  void* small = arena->allocate(100);
+  void* page = arena->allocate(5000);
+  void* last = arena->allocate(100);
+  ASSERT_TRUE(small && page && last);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small) % 64, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(page) % 4096, 0u) << "a block of a page or more starts on a page";
+  EXPECT_EQ(arena->live_bytes(), 128u + 5056u + 128u);
+  arena->free(page);
+  arena->free(small);
+  arena->free(last);
+  EXPECT_EQ(arena->live_bytes(), 0u);
+  // Only a fully coalesced free list holds a block as large as the arena.
+  void* whole = arena->allocate(1 << 20);
+  EXPECT_EQ(whole, arena->base());
+  EXPECT_EQ(arena->peak_bytes(), size_t{1} << 20);
+}
+
+TEST(WeightArenaTest, WhatDoesNotFitIsRefusedAndCounted) {
+  auto arena = WeightArena::create(1 << 16);
+  EXPECT_EQ(arena->allocate(1 << 17), nullptr);
+  EXPECT_EQ(arena->overflow_bytes(), size_t{1} << 17);
+  EXPECT_NE(arena->allocate(1000), nullptr);
+}
+
+TEST(WeightArenaTest, OnlyTheScopedThreadsTensorsLandInTheArenaAndGoBackWhenFreed) {
+  auto arena = WeightArena::create(8 << 20);
+  torch::Tensor inside, other_thread, after;
+  {
+    WeightArena::Scope scope(*arena);
+    inside = torch::ones({1000});
+    std::thread([&] { other_thread = torch::ones({1000}); }).join();
+  }
+  after = torch::ones({1000});
+  EXPECT_TRUE(arena->contains(inside.data_ptr()));
+  EXPECT_FALSE(arena->contains(other_thread.data_ptr()));
+  EXPECT_FALSE(arena->contains(after.data_ptr()));
+  EXPECT_EQ(inside.sum().item<float>(), 1000.0f);
+  EXPECT_GE(arena->live_bytes(), 4000u);
+  inside = torch::Tensor();
+  EXPECT_EQ(arena->live_bytes(), 0u);
+}
+
+TEST(WeightArenaTest, SealedArenaTakesNoMoreAllocations) {
+  auto arena = WeightArena::create(1 << 20);
+  ASSERT_EQ(arena->seal(), 0);
+  WeightArena::Scope scope(*arena);
+  const torch::Tensor t = torch::ones({100});
+  EXPECT_FALSE(arena->contains(t.data_ptr()));
+}
+
+// ------------------------------------------------ optimized scores
+
+// The reference: the same model.pt loaded afresh and run exactly as loaded,
+// on features computed by the (unoptimized) feature step.
+std::vector<std::vector<float>> reference_scores(const std::string& dir,
+                                                 const std::vector<std::vector<float>>& segments) {
+  auto model = load_model(dir);
+  c10::InferenceMode guard;
+  const torch::Tensor features = FeatureExtractor(model->config).compute(testing::pointers(segments));
+  const torch::Tensor scores = module_of(*model).forward({features}).toTensor().contiguous();
+  std::vector<std::vector<float>> out;
+  for (int64_t i = 0; i < scores.size(0); ++i) {
+    out.emplace_back(scores[i].data_ptr<float>(), scores[i].data_ptr<float>() + scores.size(1));
+  }
+  return out;
+}
+
+double max_difference(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    for (size_t k = 0; k < a[i].size(); ++k) worst = std::max(worst, std::abs(double(a[i][k]) - b[i][k]));
+  }
+  return worst;
+}
+
+// Runs `segments` through the executor a Config asks for; scores by index.
+std::vector<std::vector<float>> executor_scores(const Config& cfg, const std::shared_ptr<const LoadedModel>& model,
+                                                const std::vector<std::vector<float>>& segments, EnginePlan* plan) {
+  std::mutex mu;
+  std::map<uint64_t, SegmentResult> results;
+  auto executor = make_executor_factory(cfg, model, plan)([&](SegmentResult&& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    results.emplace(r.index, std::move(r));
+  });
+  for (size_t i = 0; i < segments.size(); ++i) executor->submit({7, i, segments[i]});
+  executor->wait_idle();
+  std::vector<std::vector<float>> out;
+  for (auto& [index, r] : results) {
+    EXPECT_EQ(r.error, "") << index;
+    out.push_back(r.scores);
+  }
+  EXPECT_EQ(out.size(), segments.size());
+  return out;
+}
+
+Config engine_config(const std::string& mode, const std::string& optimize) {
+  Config cfg;
+  cfg.mode = mode;
+  cfg.workers = 2;
+  cfg.optimize = optimize;
+  cfg.log_level = "warn";
+  return cfg;
+}
+
+TEST(OptimizeTest, ThreadModeOnednnScoresEqualTheModuleAsLoadedWithin1e5) {
+  testing::TempDir dir;
+  const std::string model_dir = testing::small_model_dir(dir);
+  const auto segments = testing::noise_segments(load_model(model_dir)->config, 12, 5);
+  EnginePlan plan;
+  const auto got = executor_scores(engine_config("thread", "onednn"), load_model(model_dir), segments, &plan);
+  EXPECT_EQ(plan.optimize.applied, "onednn") << plan.optimize.fallback;
+  EXPECT_TRUE(plan.measured);
+  EXPECT_LE(max_difference(got, reference_scores(model_dir, segments)), 1e-5);
+}
+
+TEST(OptimizeTest, Bf16StaysWithinItsToleranceOfTheModuleAsLoaded) {
+  testing::TempDir dir;
+  const std::string model_dir = testing::small_model_dir(dir);
+  const auto segments = testing::noise_segments(load_model(model_dir)->config, 12, 9);
+  EnginePlan plan;
+  const auto got = executor_scores(engine_config("thread", "bf16"), load_model(model_dir), segments, &plan);
+  EXPECT_EQ(plan.optimize.applied, "bf16") << plan.optimize.fallback;
+  const double diff = max_difference(got, reference_scores(model_dir, segments));
+  EXPECT_LE(diff, optimize_tolerance("bf16"));
+  EXPECT_GT(diff, 0.0) << "bf16 that equals fp32 to the bit did not run in bf16";
+}
+
+TEST(OptimizeTest, OptimizingTwiceChangesNothingAndNoneLeavesTheModuleAsLoaded) {
+  testing::TempDir dir;
+  auto model = testing::small_model(dir);
+  EXPECT_EQ(optimize_model(*model, "none", false).applied, "none");
+  EXPECT_EQ(optimize_model(*model, "onednn", false).applied, "onednn");
+  const OptimizeOutcome again = optimize_model(*model, "bf16", false);
+  EXPECT_EQ(again.applied, "onednn") << "a model is optimized once";
+  EXPECT_EQ(again.seconds, 0.0);
+}
+
+// A model whose forward() is random: its optimized form cannot match it, so
+// the check refuses it and the plan runs the module as loaded, with a WARN.
+std::string write_random_model(const testing::TempDir& dir) {
+  const std::string small = testing::small_model_dir(dir);
+  const std::string out = dir / "random";
+  std::filesystem::create_directories(out);
+  std::filesystem::copy_file(small + "/model.toml", out + "/model.toml");
+  torch::jit::Module m("RandomTagger");
+  m.register_parameter("w", torch::ones({1}), false);
+  m.define("def forward(self, x):\n    return torch.sigmoid(torch.rand([x.size(0), 4]) + self.w)\n");
+  m.save(out + "/model.pt");
+  return out;
+}
+
+TEST(OptimizeTest, AModelThatCannotBeOptimizedRunsAsLoadedWithAWarningThatSaysWhy) {
+  testing::TempDir dir;
+  auto model = load_model(write_random_model(dir));
+  std::ostringstream log;
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture",
+                                                              std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  const EnginePlan plan = plan_engine(model, {"onednn", 2, 64, false});
+  spdlog::set_default_logger(previous);
+  EXPECT_EQ(plan.optimize.applied, "none");
+  EXPECT_THAT(plan.optimize.fallback, HasSubstr("differ from the module as loaded"));
+  EXPECT_THAT(log.str(), HasSubstr("[warning]"));
+  EXPECT_THAT(log.str(), HasSubstr("engine.optimize = \"onednn\" not applied, running the model as loaded"));
+  EXPECT_EQ(plan.max_batch, 2) << "an explicit max_batch wins";
+  Engine engine(model);
+  std::vector<float> silence(model->config.segment_samples(), 0.0f);
+  EXPECT_EQ(engine.infer({silence.data()}).size(), 1u) << "the module as loaded still runs";
+}
+
+// ------------------------------------------------ calibration
+
+TEST(CalibrateTest, TheLowestCostWinsAndAWithin2PercentTieGoesToTheSmallerBatch) {
+  EXPECT_EQ(pick_batch({{1, 10.0}, {2, 8.0}, {4, 6.0}, {8, 7.0}}), 4);
+  EXPECT_EQ(pick_batch({{1, 10.0}, {2, 6.1}, {4, 6.0}, {8, 5.99}}), 2);
+  EXPECT_EQ(pick_batch({{1, 5.0}}), 1);
+  EXPECT_EQ(pick_batch({}), 1);
+}
+
+TEST(CalibrateTest, MeasuresPowersOfTwoUpToTheLimitAndLogsTheChoice) {
+  testing::TempDir dir;
+  auto model = testing::small_model(dir);
+  const Calibration c = calibrate_batch(model, 8);
+  std::vector<int> batches;
+  for (const auto& [batch, ms] : c.ms_per_item) {
+    batches.push_back(batch);
+    EXPECT_GT(ms, 0.0);
+  }
+  EXPECT_EQ(batches, (std::vector<int>{1, 2, 4, 8})) << "a small model fits every size in the budget";
+  EXPECT_EQ(c.best, pick_batch(c.ms_per_item));
+  std::ostringstream log;
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture",
+                                                              std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  const EnginePlan plan = plan_engine(model, {"none", 0, 4, false});
+  spdlog::set_default_logger(previous);
+  EXPECT_TRUE(plan.measured);
+  EXPECT_LE(plan.max_batch, 4) << "never past the limit";
+  EXPECT_THAT(log.str(), HasSubstr("engine plan: optimize none; max_batch " + std::to_string(plan.max_batch) +
+                                   " measured in"));
+}
+
+// ------------------------------------------------ process mode: one sealed copy
+
+void run_child(const std::string& name) {
+  testing::TempDir dir;
+  const auto r = testing::run_self_test("DISABLED_OptimizeChild." + name, dir.path(), std::chrono::seconds(240));
+  EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
+}
+
+TEST(OptimizeTest, ProcessModeOnednnScoresEqualTheModuleAsLoadedFromOneSealedArena) {
+  run_child("ProcessModeScores");
+}
+
+TEST(OptimizeTest, AProcessThatWritesAnOptimizedWeightPageDiesAloneOfSigsegv) {
+  run_child("WriterDiesAlone");
+}
+
+TEST(DISABLED_OptimizeChild, ProcessModeScores) {
+  configure_runtime_threads({1, 1});  // as main() does for process mode: no OpenMP pool at fork
+  testing::TempDir dir;
+  const std::string model_dir = testing::small_model_dir(dir);
+  auto model = load_model(model_dir);
+  const auto segments = testing::noise_segments(model->config, 12, 3);
+  EnginePlan plan;
+  const auto got = executor_scores(engine_config("process", "onednn"), model, segments, &plan);
+  ASSERT_EQ(plan.optimize.applied, "onednn") << plan.optimize.fallback;
+  // The prepacked weights are the arena's: at least as many bytes as the model's weights.
+  EXPECT_GE(plan.optimize.shared_bytes, model->weight_bytes * 9 / 10);
+  EXPECT_LE(max_difference(got, reference_scores(model_dir, segments)), 1e-5);
+}
+
+int wait_signal(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+}
+
+TEST(DISABLED_OptimizeChild, WriterDiesAlone) {
+  configure_runtime_threads({1, 1});
+  testing::TempDir dir;
+  auto model = testing::small_model(dir);
+  ASSERT_EQ(optimize_model(*model, "onednn", /*shared=*/true).applied, "onednn");
+  const auto& arena = torch_of(*model).arena;
+  ASSERT_NE(arena, nullptr);
+  const auto blocks = arena->live_blocks();
+  ASSERT_FALSE(blocks.empty());
+  std::vector<float> silence(model->config.segment_samples(), 0.0f);
+  const std::vector<float> before = Engine(model).infer({silence.data()})[0];
+  const pid_t writer = ::fork();
+  if (writer == 0) {
+    ::prctl(PR_SET_DUMPABLE, 0);  // crashes on purpose: no core file
+    *const_cast<volatile char*>(static_cast<const volatile char*>(blocks.back().first)) = 1;
+    ::_exit(0);
+  }
+  const pid_t reader = ::fork();
+  if (reader == 0) ::_exit(Engine(model).infer({silence.data()})[0] == before ? 0 : 3);
+  EXPECT_EQ(wait_signal(writer), SIGSEGV);
+  int status = 0;
+  ::waitpid(reader, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a sibling reads the same weights";
+  EXPECT_EQ(Engine(model).infer({silence.data()})[0], before) << "the parent's own module";
+}
+
+}  // namespace
+}  // namespace corepool
