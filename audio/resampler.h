@@ -1,17 +1,18 @@
-// Streaming mono resampler over libsamplerate (no OpenMP, so it is safe in a
-// process that later forks). Owned by one AudioStream; not thread-safe.
+// Streaming mono resampler over libsoxr, one thread (soxr's default runtime
+// spec: it never enters an OpenMP region, so it is safe in a process that
+// later forks). Owned by one AudioStream; not thread-safe.
 #pragma once
 
 #include <cstddef>
 #include <vector>
 
-struct SRC_STATE_tag;
+struct soxr;
 
 namespace corepool {
 
 class Resampler {
  public:
-  // Throws std::runtime_error if libsamplerate refuses the ratio.
+  // Throws std::runtime_error if soxr refuses the rates.
   Resampler(int in_rate, int out_rate);
   ~Resampler();
   Resampler(const Resampler&) = delete;
@@ -25,7 +26,7 @@ class Resampler {
  private:
   int in_rate_;
   int out_rate_;
-  SRC_STATE_tag* state_ = nullptr;
+  soxr* state_ = nullptr;
 };
 
 }  // namespace corepool

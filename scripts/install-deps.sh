@@ -9,7 +9,7 @@ PACKAGES=(
   libtorch-dev libopenblas-dev libopenblas0-pthread
   libboost-dev libuv1-dev libjemalloc-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libsndfile1-dev libsamplerate0-dev
+  libsndfile1-dev libsoxr-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libsystemd-dev
   gnuplot-nox procps
   curl wrk systemd

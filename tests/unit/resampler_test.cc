@@ -42,8 +42,8 @@ TEST(ResamplerTest, EqualRatesPassSamplesThroughUnchanged) {
   EXPECT_EQ(resample(r, in, 777), in);
 }
 
-TEST(ResamplerTest, RatiosLibsamplerateCannotDoAreRefused) {
-  EXPECT_THROW(Resampler(1000, 1000 * 300), std::runtime_error);
+TEST(ResamplerTest, NonPositiveRatesAreRefused) {
+  EXPECT_NO_THROW(Resampler(1000, 1000 * 300)) << "soxr takes any ratio libsamplerate took and more";
   EXPECT_THROW(Resampler(0, 16000), std::runtime_error);
   EXPECT_THROW(Resampler(16000, -1), std::runtime_error);
 }
