@@ -38,6 +38,18 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// What the default logger printed while `run` ran.
+template <typename Fn>
+std::string captured_log(Fn run) {
+  std::ostringstream out;
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(out)));
+  run();
+  spdlog::set_default_logger(previous);
+  return out.str();
+}
+
 // ------------------------------------------------ the arena, without a model
 
 TEST(WeightArenaTest, BlocksAreAlignedAndFreedNeighboursCoalesceIntoOneRun) {
@@ -146,25 +158,25 @@ Config engine_config(const std::string& mode, const std::string& optimize) {
   return cfg;
 }
 
-TEST(OptimizeTest, ThreadModeOnednnScoresEqualTheModuleAsLoadedWithin1e5) {
+// Max |score difference| of a thread-mode run with `optimize` from the reference.
+double thread_mode_difference(const std::string& optimize, EnginePlan& plan) {
   testing::TempDir dir;
   const std::string model_dir = testing::small_model_dir(dir);
   const auto segments = testing::noise_segments(load_model(model_dir)->config, 12, 5);
+  const auto got = executor_scores(engine_config("thread", optimize), load_model(model_dir), segments, &plan);
+  EXPECT_EQ(plan.optimize.applied, optimize) << plan.optimize.fallback;
+  return max_difference(got, reference_scores(model_dir, segments));
+}
+
+TEST(OptimizeTest, ThreadModeOnednnScoresEqualTheModuleAsLoadedWithin1e5) {
   EnginePlan plan;
-  const auto got = executor_scores(engine_config("thread", "onednn"), load_model(model_dir), segments, &plan);
-  EXPECT_EQ(plan.optimize.applied, "onednn") << plan.optimize.fallback;
+  EXPECT_LE(thread_mode_difference("onednn", plan), 1e-5);
   EXPECT_TRUE(plan.measured);
-  EXPECT_LE(max_difference(got, reference_scores(model_dir, segments)), 1e-5);
 }
 
 TEST(OptimizeTest, Bf16StaysWithinItsToleranceOfTheModuleAsLoaded) {
-  testing::TempDir dir;
-  const std::string model_dir = testing::small_model_dir(dir);
-  const auto segments = testing::noise_segments(load_model(model_dir)->config, 12, 9);
   EnginePlan plan;
-  const auto got = executor_scores(engine_config("thread", "bf16"), load_model(model_dir), segments, &plan);
-  EXPECT_EQ(plan.optimize.applied, "bf16") << plan.optimize.fallback;
-  const double diff = max_difference(got, reference_scores(model_dir, segments));
+  const double diff = thread_mode_difference("bf16", plan);
   EXPECT_LE(diff, optimize_tolerance("bf16"));
   EXPECT_GT(diff, 0.0) << "bf16 that equals fp32 to the bit did not run in bf16";
 }
@@ -196,16 +208,12 @@ std::string write_random_model(const testing::TempDir& dir) {
 TEST(OptimizeTest, AModelThatCannotBeOptimizedRunsAsLoadedWithAWarningThatSaysWhy) {
   testing::TempDir dir;
   auto model = load_model(write_random_model(dir));
-  std::ostringstream log;
-  auto previous = spdlog::default_logger();
-  spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture",
-                                                              std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
-  const EnginePlan plan = plan_engine(model, {"onednn", 2, 64, false});
-  spdlog::set_default_logger(previous);
+  EnginePlan plan;
+  const std::string log = captured_log([&] { plan = plan_engine(model, {"onednn", 2, 64, false}); });
   EXPECT_EQ(plan.optimize.applied, "none");
   EXPECT_THAT(plan.optimize.fallback, HasSubstr("differ from the module as loaded"));
-  EXPECT_THAT(log.str(), HasSubstr("[warning]"));
-  EXPECT_THAT(log.str(), HasSubstr("engine.optimize = \"onednn\" not applied, running the model as loaded"));
+  EXPECT_THAT(log, HasSubstr("[warning]"));
+  EXPECT_THAT(log, HasSubstr("engine.optimize = \"onednn\" not applied, running the model as loaded"));
   EXPECT_EQ(plan.max_batch, 2) << "an explicit max_batch wins";
   Engine engine(model);
   std::vector<float> silence(model->config.segment_samples(), 0.0f);
@@ -232,15 +240,11 @@ TEST(CalibrateTest, MeasuresPowersOfTwoUpToTheLimitAndLogsTheChoice) {
   }
   EXPECT_EQ(batches, (std::vector<int>{1, 2, 4, 8})) << "a small model fits every size in the budget";
   EXPECT_EQ(c.best, pick_batch(c.ms_per_item));
-  std::ostringstream log;
-  auto previous = spdlog::default_logger();
-  spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture",
-                                                              std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
-  const EnginePlan plan = plan_engine(model, {"none", 0, 4, false});
-  spdlog::set_default_logger(previous);
+  EnginePlan plan;
+  const std::string log = captured_log([&] { plan = plan_engine(model, {"none", 0, 4, false}); });
   EXPECT_TRUE(plan.measured);
   EXPECT_LE(plan.max_batch, 4) << "never past the limit";
-  EXPECT_THAT(log.str(), HasSubstr("engine plan: optimize none; max_batch " + std::to_string(plan.max_batch) +
+  EXPECT_THAT(log, HasSubstr("engine plan: optimize none; max_batch " + std::to_string(plan.max_batch) +
                                    " measured in"));
 }
 
