@@ -10,6 +10,7 @@ build=$(realpath "$1")
 here=$(cd "$(dirname "$0")" && pwd)
 deb=$(ls "$build"/corepool_*_amd64.deb 2>/dev/null | tail -1)
 [[ -n "$deb" ]] || { echo "FAIL  setup: no $build/corepool_*_amd64.deb (make deb)"; exit 1; }
+[[ $(id -u) -eq 0 ]] || { echo "FAIL  setup: needs root (debootstrap, systemd-nspawn, nsenter)"; exit 1; }
 work=$build/systemd-run
 root=$work/root
 failed=()
@@ -98,7 +99,7 @@ run_step() {
   if [[ $rc -eq 0 ]]; then echo "PASS  $name"; else echo "FAIL  $name"; failed+=("$name"); fi
 }
 for s in a_socket_activation b_start_waits_for_ready c_reload_under_load d_watchdog_restart \
-         e_sigkill_restart f_stop_drains_inflight g_sandbox h_journal_priorities; do
+         e_sigkill_restart f_stop_drains_inflight g_sandbox h_journal_priorities i_shipped_config; do
   run_step "$s"
 done
 

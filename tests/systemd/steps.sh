@@ -1,4 +1,4 @@
-# Steps a-h of make test-systemd, sourced by run_container.sh once the
+# Steps a-h of make test-systemd (issue 17), and i (the shipped config), sourced
 # container runs (ct = a command inside it). Each step prints what it saw and
 # returns nonzero naming the reason; `MEASURED` lines are the figures that
 # systemd/README.md reports. Every wait has a deadline (wait_for). Pipes into
@@ -199,4 +199,16 @@ step_h_journal_priorities() {
   ! grep -q '^\[[ID]\]\|^<' <<<"$warn" || { echo "info/debug lines or raw <N> prefixes at warning priority"; return 1; }
   grep -q '^\[I\]' <<<"$info" || { echo "no info line at priority info"; return 1; }
   ! grep -q '^\[[WEC]\]' <<<"$info" || { echo "warnings or errors stored at priority info"; return 1; }
+}
+
+step_i_shipped_config() {
+  # Without the test's drop-in: the package's unit and its unmodified config
+  # (thread mode, the installed default model) serve too.
+  ct rm -r /etc/systemd/system/corepool.service.d && ct systemctl daemon-reload || return 1
+  ct systemctl restart "$unit" || { echo "restart with the shipped config failed"; return 1; }
+  local changed; changed=$(ct dpkg --verify corepool)
+  echo "ExecStart: $(prop ExecStart | grep -o 'argv\[\]=[^;]*'); StatusText: $(prop StatusText)"
+  [[ -z "$changed" ]] || { echo "package files changed: $changed"; return 1; }
+  is_ready || { echo "not ready"; return 1; }
+  [[ "$(prop StatusText)" == *"thread mode"* ]] || { echo "not the shipped config's thread mode"; return 1; }
 }
