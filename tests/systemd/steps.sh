@@ -1,8 +1,9 @@
-# Steps a-h of make test-systemd (issue 17), and i (the shipped config), sourced
-# container runs (ct = a command inside it). Each step prints what it saw and
-# returns nonzero naming the reason; `MEASURED` lines are the figures that
-# systemd/README.md reports. Every wait has a deadline (wait_for). Pipes into
-# grep use -c, not -q: under pipefail, -q's early exit fails the writer (SIGPIPE).
+# Steps a-h of make test-systemd (issue 17) and i (the shipped config),
+# sourced by run_container.sh once the container runs (ct = a command inside
+# it). Each step prints what it saw and returns nonzero naming the reason;
+# `MEASURED` lines are the figures that systemd/README.md reports. Every wait
+# has a deadline (wait_for). Pipes into grep use -c, not -q: under pipefail,
+# -q's early exit fails the writer (SIGPIPE).
 
 unit=corepool.service
 url=http://127.0.0.1:8080
