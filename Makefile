@@ -9,7 +9,7 @@ CTEST_ARGS ?=
 
 CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=$(TYPE) -DCMAKE_INSTALL_PREFIX=$(PREFIX)
 
-.PHONY: all deps configure build run test test-long test-slurm install clean model bench bench-quick bench-memory bench-ring bench-serve bench-soak
+.PHONY: all deps configure build run test test-long test-slurm test-systemd deb install clean model bench bench-quick bench-memory bench-ring bench-serve bench-soak
 
 all: build
 
@@ -84,6 +84,23 @@ bench-soak: deps build
 model: deps configure
 	cmake --build $(BUILD) -j$(JOBS) --target corepool-train-tagger -- --no-print-directory
 	$(BUILD)/models/train/corepool-train-tagger --out models/default
+
+# The Debian package, build/corepool_<version>_amd64.deb (cmake/package.cmake):
+# the build tree configured for PREFIX=/usr, only the installed programs built,
+# then CPack and lintian (errors fail; README lists the warnings kept).
+DEB_TARGETS = corepool corepool-gen-model corepool-gen-audio
+
+deb: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(TYPE) -DCMAKE_INSTALL_PREFIX=/usr
+	cmake --build $(BUILD) -j$(JOBS) --target $(DEB_TARGETS) -- --no-print-directory
+	cd $(BUILD) && cpack -G DEB
+	lintian --fail-on error $(BUILD)/corepool_*_amd64.deb
+
+# The package under a real systemd: a bookworm container (systemd-nspawn, root
+# cached in $(BUILD)/systemd-root.tar) boots, installs the .deb with apt-get and
+# drives the units through each check of tests/systemd/run_container.sh (root).
+test-systemd: deps deb
+	bash tests/systemd/run_container.sh $(BUILD)
 
 install: build
 	DESTDIR=$(DESTDIR) cmake --install $(BUILD)

@@ -9,13 +9,14 @@
 
 #include "supervisor/doctor/doctor_host.h"
 #include "worker/cpus.h"
+#include "worker/log_format.h"
 #include "worker/runtime.h"
 
 namespace corepool {
 
 void setup_logging(const std::string& level) {
   auto logger = spdlog::stderr_color_mt("corepool");
-  logger->set_pattern("%^[%L]%$ %v");
+  logger->set_formatter(make_log_formatter("%^[%L]%$ %v"));
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(level));
 }

@@ -27,6 +27,7 @@
 #include "worker/cpus.h"
 #include "worker/engine.h"
 #include "worker/exit_codes.h"
+#include "worker/log_format.h"
 #include "worker/optimize.h"
 #include "worker/runtime.h"
 
@@ -258,7 +259,7 @@ std::shared_ptr<spdlog::logger> make_worker_logger(const WorkerSetup& setup) {
   // (and its mutexes) may have been mid-write in another thread at fork time.
   auto log = std::make_shared<spdlog::logger>("worker-" + std::to_string(setup.slot),
                                               std::make_shared<spdlog::sinks::stderr_sink_st>());
-  log->set_pattern("%^[%L]%$ worker " + std::to_string(setup.slot) + ": %v");
+  log->set_formatter(make_log_formatter("%^[%L]%$ worker " + std::to_string(setup.slot) + ": %v"));
   log->set_level(spdlog::level::from_str(setup.log_level));
   return log;
 }
