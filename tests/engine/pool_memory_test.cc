@@ -16,6 +16,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "supervisor/pool/allocator.h"
 #include "supervisor/pool/process_pool.h"
 #include "worker/engine_plan.h"
 #include "worker/runtime.h"
@@ -48,11 +49,19 @@ struct Measured {
 };
 
 // Runs the pool in a fresh process and reads back what it measured.
+// With `optimize` other than none, the child runs on jemalloc with corepool's
+// MALLOC_CONF, as the service does (it re-executes itself so, allocator.h).
 Measured measure(const std::string& model_dir, int workers, bool naive, const std::string& optimize = "none") {
   testing::TempDir dir;
-  const auto r = testing::run_self_test("DISABLED_MemoryChild.MeasurePss", dir.path(), std::chrono::seconds(240),
-      {std::string(kModelEnv) + "=" + model_dir, std::string(kWorkersEnv) + "=" + std::to_string(workers),
-       std::string(kNaiveEnv) + "=" + (naive ? "1" : "0"), std::string(kOptimizeEnv) + "=" + optimize});
+  std::vector<std::string> env = {std::string(kModelEnv) + "=" + model_dir,
+                                  std::string(kWorkersEnv) + "=" + std::to_string(workers),
+                                  std::string(kNaiveEnv) + "=" + (naive ? "1" : "0"),
+                                  std::string(kOptimizeEnv) + "=" + optimize};
+  if (optimize != "none") {
+    env.push_back("LD_PRELOAD=libjemalloc.so.2");
+    env.push_back(std::string("MALLOC_CONF=") + kDefaultMallocConf);
+  }
+  const auto r = testing::run_self_test("DISABLED_MemoryChild.MeasurePss", dir.path(), std::chrono::seconds(240), env);
   EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
   Measured m;
   const auto at = r.out.find("MEASURED pss_kb=");
@@ -123,6 +132,7 @@ TEST(DISABLED_MemoryChild, MeasurePss) {
   const std::string optimize = std::getenv(kOptimizeEnv) ? std::getenv(kOptimizeEnv) : "none";
   long shared_bytes = 0;
   if (optimize != "none") {
+    ASSERT_EQ(allocator_in_use(), "jemalloc") << "LD_PRELOAD=libjemalloc.so.2 did not take";
     configure_runtime_threads({1, 1});  // as main() does for process mode: no OpenMP pool at fork
     shared_bytes = static_cast<long>(plan_engine(model, {optimize, 1, 64, true}).optimize.shared_bytes);
   }
