@@ -85,7 +85,7 @@ std::shared_ptr<const LoadedModel> config_only(const std::string& dir) {
 ExitCode run_memory_point(const BenchOptions& o, const Config& engine) {
   configure_runtime_threads({1, 1});  // before any op: this process forks workers
   std::shared_ptr<const LoadedModel> model;
-  int batch = engine.max_batch;  // naive: the shared point's plan batch, passed by the caller
+  int batch = engine.max_batch;  // naive: the plan's batch, measured by the caller
   if (o.naive) {
     model = config_only(o.model_dir);
   } else {
@@ -145,20 +145,27 @@ ExitCode run_respawn_point(const BenchOptions& o, const Config& engine) {
 }
 
 ExitCode run_memory_bench(const BenchOptions& o) {
-  std::printf("corepool bench --memory: model %s, engine.optimize %s, batch %s (the plan's)\n\n",
+  std::printf("corepool bench --memory: model %s, engine.optimize %s, batch %s (the plan's)\n",
               o.model_dir.c_str(), o.optimize.c_str(),
               o.max_batch == 0 ? "measured" : std::to_string(o.max_batch).c_str());
-  std::printf("%8s %6s %16s %16s %12s %22s\n", "workers", "batch", "shared PSS MB", "naive PSS MB", "naive/shared",
+  // The plan's batch, measured once (engine.max_batch = 0) for every point:
+  // points that calibrated each for themselves would differ by its noise.
+  int batch = o.max_batch;
+  if (batch == 0) {
+    const json plan = json::parse(run_self({"--log-level", "warn", "bench", "--point", "plan", "--model",
+                                            o.model_dir, "--optimize", o.optimize, "--max-batch", "0"}));
+    batch = plan["batch"];
+    std::printf("batch measured once for every point: %s\n", plan["plan"].get<std::string>().c_str());
+  }
+  std::printf("\n%8s %6s %16s %16s %12s %22s\n", "workers", "batch", "shared PSS MB", "naive PSS MB", "naive/shared",
               "shared: added/worker");
   double weights_mb = 0, prev_shared = 0, naive_per_copy = 0;
   int prev_n = 0;
   const std::vector<int> counts = o.worker_counts.empty() ? std::vector<int>{1, 2, 4, 8} : o.worker_counts;
   for (int n : counts) {
-    // The shared point first: its plan's batch is the naive point's batch.
     const json shared = json::parse(run_self({"--log-level", "warn", "bench", "--point", "memory", "--model",
                                               o.model_dir, "--workers", std::to_string(n), "--optimize", o.optimize,
-                                              "--max-batch", std::to_string(o.max_batch)}));
-    const int batch = shared["batch"];
+                                              "--max-batch", std::to_string(batch)}));
     const json naive = json::parse(run_self({"--log-level", "warn", "bench", "--point", "memory", "--model",
                                              o.model_dir, "--workers", std::to_string(n), "--naive", "--optimize",
                                              o.optimize, "--max-batch", std::to_string(batch)}));
@@ -182,7 +189,7 @@ ExitCode run_memory_bench(const BenchOptions& o) {
   if (o.respawn) {
     const json j = json::parse(run_self({"--log-level", "error", "bench", "--point", "respawn", "--model",
                                          o.model_dir, "--optimize", o.optimize, "--max-batch",
-                                         std::to_string(o.max_batch)}));
+                                         std::to_string(batch)}));
     std::printf("respawn (SIGKILL -> replacement answers), %d kills: median %.1f ms, min %.1f ms, max %.1f ms;\n"
                 "the same request on a warm worker: median %.1f ms\neach kill, in order (ms):",
                 kRespawnKills, j["median_ms"].get<double>(), j["min_ms"].get<double>(), j["max_ms"].get<double>(),
