@@ -9,7 +9,7 @@ CTEST_ARGS ?=
 
 CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=$(TYPE) -DCMAKE_INSTALL_PREFIX=$(PREFIX)
 
-.PHONY: all deps configure build run test test-long test-slurm test-systemd deb install clean model bench bench-quick bench-memory bench-ring bench-serve bench-soak
+.PHONY: all deps configure build run test test-long test-slurm test-systemd deb install clean model bench bench-quick bench-memory bench-ring bench-serve bench-soak bench-all
 
 all: build
 
@@ -63,6 +63,12 @@ bench-quick: deps build
 bench-memory: deps build
 	$(BUILD)/models/corepool-gen-model --out $(BUILD)/bench-model --width 8 --hidden 1200000
 	$(BUILD)/supervisor/corepool --log-level warn bench --memory --respawn --model $(BUILD)/bench-model
+
+# Every table of bench/RESULTS.md again, each file headed by its commit and
+# command (bench/run-all.sh; 16 min on 2 cpus, FULL=1 adds the full sweep and
+# the soak): $(BUILD)/bench-all/*.txt. Never part of `make test`.
+bench-all: deps build
+	BUILD=$(BUILD) bash bench/run-all.sh
 
 bench-ring: deps build
 	$(BUILD)/bench/corepool-ring-bench

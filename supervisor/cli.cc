@@ -103,6 +103,8 @@ void add_bench_command(CLI::App& app, Cli& cli) {
   bench->add_flag("--replot", o.replot, "redraw the plots and the verdict from --out's results.json");
   bench->add_flag("--memory", o.memory, "PSS of shared vs naive weights for --worker-counts");
   bench->add_flag("--respawn", o.respawn, "with --memory: also SIGKILL-to-answer respawn latency");
+  bench->add_flag("--bf16-agreement", o.bf16_agreement,
+                  "bf16 vs fp32 label agreement and max score difference (held-out set and demo audio)");
   bench->add_flag("--pin,!--no-pin", o.pin, "pin workers to cpus");
   // The sweep's child processes: hidden from --help (empty group).
   bench->add_option("--point", o.point, "internal: run one measurement point")->group("");
@@ -121,6 +123,11 @@ void add_tune_command(CLI::App& app, Cli& cli) {
       ->delimiter(',')->check(CLI::Range(1, 1024));
   tune->add_option("--intra-ops", o.intra_ops, "intra-op threads to try (default 1,2,cpus)")
       ->delimiter(',')->check(CLI::Range(1, 1024));
+  // tune searches engine.optimize too: its --optimize takes a list.
+  tune->remove_option(tune->get_option("--optimize"));
+  tune->add_option("--optimize", o.optimizes, "engine.optimize values to try (default none,onednn,bf16)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"none", "onednn", "bf16"}));
   tune->add_option("--max-batches", o.max_batches, "max batch sizes to try (default 1,2,4,8,16)")
       ->delimiter(',')->check(CLI::Range(1, 1024));
   tune->add_option("--audio-seconds", o.audio_seconds, "audio per measurement (default 30)")

@@ -39,6 +39,24 @@ std::vector<int> default_intra_ops(int usable, bool quick) {
   return unique_sorted(quick ? std::vector<int>{1, std::max(2, usable)} : std::vector<int>{1, 2, usable});
 }
 
+// What a kind runs besides the configured engine: `plain` is the engine before
+// issue 15 (no optimization, 4 segments per forward), `bf16` the bf16 path at
+// the configured batch; every other kind the configured optimize and batch.
+SweepPoint kind_point(const std::string& kind, int n, int intra, const std::string& alloc) {
+  SweepPoint p;
+  p.kind = kind;
+  p.workers = n;
+  p.intra_op = intra;
+  p.allocator = alloc;
+  if (kind == "plain") {
+    p.optimize = "none";
+    p.max_batch = 4;
+  } else if (kind == "bf16") {
+    p.optimize = "bf16";
+  }
+  return p;
+}
+
 // The grid. LibTorch's defaults have one intra-op setting (its own). --quick
 // keeps what its plots draw: intra-op settings in one process (thread mode and
 // its ceiling, the field's figure), processes at intra-op 1, and the
@@ -54,12 +72,14 @@ std::vector<SweepPoint> sweep_grid(const BenchOptions& o, int usable) {
   for (const auto& alloc : allocators) {
     for (const auto& kind : kinds) {
       for (int n : counts) {
-        for (int intra : kind == "defaults" ? std::vector<int>{0} : intras) {
+        // plain and bf16 are references for the verdict's ratios: intra-op 1 only.
+        const bool reference = kind == "plain" || kind == "bf16";
+        for (int intra : kind == "defaults" ? std::vector<int>{0} : reference ? std::vector<int>{1} : intras) {
           const bool memory_point = (kind == "thread" || kind == "process") && intra == 1 && n == usable;
           const bool processes = kind == "process" || kind == "ceiling-processes";
           if (o.quick && o.intra_ops.empty() && processes && intra != 1) continue;
           if (o.quick && !pick_allocators && alloc != "jemalloc" && !memory_point) continue;
-          grid.push_back({kind, n, intra, alloc});
+          grid.push_back(kind_point(kind, n, intra, alloc));
         }
       }
     }
@@ -82,6 +102,25 @@ void report(const std::string& dir, const json& host, const std::vector<PointSum
   std::printf("\n");
 }
 
+// engine.max_batch = 0 is measured once per engine.optimize value here, in a
+// child of its own, and every point of that value runs at the result: points
+// that calibrated each for themselves would differ by the calibration's noise
+// (a ceiling at a worse batch than its pipeline is no ceiling).
+void resolve_batches(const BenchOptions& o, std::vector<SweepPoint>& grid) {
+  std::map<std::string, int> batch;
+  for (auto& p : grid) {
+    if (p.max_batch >= 0 || o.max_batch > 0) continue;
+    const std::string optimize = p.optimize.empty() ? o.optimize : p.optimize;
+    if (!batch.count(optimize)) {
+      const json j = json::parse(run_self({"--log-level", "warn", "bench", "--point", "plan", "--model", o.model_dir,
+                                           "--optimize", optimize, "--max-batch", "0"}));
+      batch[optimize] = j["batch"];
+      std::printf("  measured once for every %s point: %s\n", optimize.c_str(), j["plan"].get<std::string>().c_str());
+    }
+    p.max_batch = batch[optimize];
+  }
+}
+
 ExitCode replot(const BenchOptions& o) {
   json host;
   const auto points = read_json(o.out_dir + "/results.json", &host);
@@ -96,7 +135,8 @@ json run_point_child(const BenchOptions& o, const SweepPoint& p, const std::stri
       run_self({"--log-level", "warn", "--allocator", p.allocator, "bench", "--point", p.kind, "--audio", audio,
                 "--model", o.model_dir, "--workers", std::to_string(p.workers), "--intra-op-threads",
                 std::to_string(p.intra_op), "--inter-op-threads", p.kind == "defaults" ? "0" : "1", "--max-batch",
-                std::to_string(p.max_batch > 0 ? p.max_batch : o.max_batch), o.pin ? "--pin" : "--no-pin"});
+                std::to_string(p.max_batch >= 0 ? p.max_batch : o.max_batch), "--optimize",
+                p.optimize.empty() ? o.optimize : p.optimize, o.pin ? "--pin" : "--no-pin"});
   json j = json::parse(out);
   if (j["allocator"] != p.allocator) {
     throw std::runtime_error("bench: point " + p.label() + " ran on " + j["allocator"].get<std::string>() +
@@ -123,6 +163,7 @@ ExitCode run_bench_command(BenchOptions o, const Config& config) {
   o.model_dir = config.model_dir;
   o.workers = config.workers;
   o.max_batch = config.max_batch;
+  o.optimize = config.optimize;
   o.pin = config.pin_threads && o.pin;
   if (!o.point.empty()) return run_bench_point(o, config);
   return run_bench(o);
@@ -130,6 +171,7 @@ ExitCode run_bench_command(BenchOptions o, const Config& config) {
 
 ExitCode run_bench(const BenchOptions& o) {
   if (o.memory) return run_memory_bench(o);
+  if (o.bf16_agreement) return run_bf16_agreement(o);
   if (o.replot) return replot(o);
   const auto started = std::chrono::steady_clock::now();
   auto model = load_model(o.model_dir);  // fails early, with the model error, if unusable
@@ -141,18 +183,21 @@ ExitCode run_bench(const BenchOptions& o) {
   const synth::FileSpec spec = synth::demo_of_seconds(o.audio_seconds, model->config.sample_rate);
   synth::write_audio(audio, spec);
 
-  const std::vector<SweepPoint> grid = sweep_grid(o, budget.usable);
-  std::printf("corepool bench: model %s, %d usable cpu(s), max batch %d, %.0f s of audio, %zu configurations x %d "
-              "repeat(s)\n", o.model_dir.c_str(), budget.usable, o.max_batch, synth::duration_seconds(spec),
+  std::vector<SweepPoint> grid = sweep_grid(o, budget.usable);
+  std::printf("corepool bench: model %s, %d usable cpu(s), optimize %s, max batch %s, %.0f s of audio, %zu "
+              "configurations x %d repeat(s)\n", o.model_dir.c_str(), budget.usable, o.optimize.c_str(),
+              o.max_batch == 0 ? "measured" : std::to_string(o.max_batch).c_str(), synth::duration_seconds(spec),
               grid.size(), o.repeats);
+  resolve_batches(o, grid);
   std::vector<std::vector<json>> runs(grid.size());
   for (int r = 0; r < o.repeats; ++r) {
     for (size_t k = 0; k < grid.size(); ++k) {
       const size_t i = r % 2 == 0 ? k : grid.size() - 1 - k;
       runs[i].push_back(run_point_child(o, grid[i], audio));
-      std::printf("  repeat %d  %-34s %8.2f s %8.1f segments/s\n", r + 1, grid[i].label().c_str(),
-                  runs[i].back()["seconds"].get<double>(),
-                  runs[i].back()["segments"].get<double>() / runs[i].back()["seconds"].get<double>());
+      const json& j = runs[i].back();
+      std::printf("  repeat %d  %-34s %8.2f s %8.1f segments/s  %s batch %d\n", r + 1, grid[i].label().c_str(),
+                  j["seconds"].get<double>(), j["segments"].get<double>() / j["seconds"].get<double>(),
+                  j.value("optimize", std::string("?")).c_str(), j.value("batch", 0));
       std::fflush(stdout);
     }
   }
@@ -160,9 +205,9 @@ ExitCode run_bench(const BenchOptions& o) {
 
   std::vector<PointSummary> points;
   for (size_t i = 0; i < grid.size(); ++i) points.push_back(summarize(grid[i], runs[i], model->config.hop_seconds));
-  const json host = {{"usable_cpus", budget.usable}, {"model", o.model_dir}, {"max_batch", o.max_batch},
+  const json host = {{"usable_cpus", budget.usable}, {"model", o.model_dir}, {"max_batch", o.max_batch}, {"optimize", o.optimize},
                      {"audio_seconds", synth::duration_seconds(spec)}, {"repeats", o.repeats},
-                     {"latency", "pipeline kinds: one segment, submit to result, 2 x workers x max_batch in flight; "
+                     {"latency", "pipeline kinds: one segment, submit to result, 2 x workers x batch in flight; "
                                  "ceilings: forward() of one batch"}};
   report(o.out_dir, host, points);
   std::printf("bench took %.0f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());

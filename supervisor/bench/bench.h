@@ -33,9 +33,15 @@ nlohmann::json run_point_child(const BenchOptions& options, const SweepPoint& po
 ExitCode run_bench_point(const BenchOptions& options, const Config& engine);
 
 // Memory and respawn points (bench_memory.cc).
-ExitCode run_memory_point(const BenchOptions& options);
-ExitCode run_respawn_point(const BenchOptions& options);
+// Both plan the engine from `engine` as the service does (engine.optimize, the
+// measured batch); the naive memory point holds no copy of the weights.
+ExitCode run_memory_point(const BenchOptions& options, const Config& engine);
+ExitCode run_respawn_point(const BenchOptions& options, const Config& engine);
 ExitCode run_memory_bench(const BenchOptions& options);
+
+// bf16 against fp32 (engine.optimize = onednn): label agreement and the
+// largest score difference on held-out audio (bench_agreement.cc).
+ExitCode run_bf16_agreement(const BenchOptions& options);
 
 // Runs this binary with `args`; returns its stdout. Throws on a non-zero exit.
 std::string run_self(const std::vector<std::string>& args);

@@ -29,7 +29,10 @@ std::vector<PointSummary> read_json(const std::string& path, json* host) {
     *host = all.at("host");
     for (const auto& p : all.at("points")) {
       PointSummary s;
-      s.point = {p.at("kind"), p.at("workers"), p.at("intra_op"), p.at("allocator")};
+      s.point.kind = p.at("kind");
+      s.point.workers = p.at("workers");
+      s.point.intra_op = p.at("intra_op");
+      s.point.allocator = p.at("allocator");
       s.runs = p.at("runs");
       s.segments = p.at("segments");
       s.seconds = p.at("seconds");
@@ -50,6 +53,8 @@ std::vector<PointSummary> read_json(const std::string& path, json* host) {
       s.pss_avg_mb = p.at("pss_mb").at("avg");
       s.memory = p.at("memory_over_time").at("samples");
       s.jemalloc = p.value("jemalloc_bytes", json::object());
+      s.batch = p.value("batch", 0);
+      s.optimize = p.value("optimize", std::string());
       out.push_back(s);
     }
   } catch (const json::exception& e) {
@@ -63,7 +68,7 @@ void write_csv(const std::string& path, const std::vector<PointSummary>& points)
   out << "kind,workers,intra_op,allocator,runs,segments,seconds,seconds_min,seconds_max,spread,segments_per_s,"
          "x_real_time,latency_p50_ms,latency_p95_ms,latency_p99_ms,latency_of,cpu_util,voluntary_switches,"
          "involuntary_switches,rss_peak_mb,rss_avg_mb,pss_peak_mb,pss_avg_mb,jemalloc_allocated_mb,jemalloc_active_mb,"
-         "jemalloc_resident_mb,jemalloc_mapped_mb\n";
+         "jemalloc_resident_mb,jemalloc_mapped_mb,optimize,batch\n";
   for (const auto& p : points) {
     char buf[1024];
     std::snprintf(buf, sizeof buf,
@@ -78,7 +83,7 @@ void write_csv(const std::string& path, const std::vector<PointSummary>& points)
     for (const char* stat : {"allocated", "active", "resident", "mapped"}) {
       line += p.jemalloc.contains(stat) ? format(",%.1f", p.jemalloc[stat].get<double>() / (1 << 20)) : ",";
     }
-    out << line << "\n";
+    out << line << "," << p.optimize << "," << p.batch << "\n";
   }
   if (!out) throw std::runtime_error("bench: cannot write " + path);
 }
@@ -97,7 +102,7 @@ void write_json(const std::string& path, const json& host, const std::vector<Poi
                     {"involuntary_switches", p.involuntary},
                     {"rss_mb", {{"peak", p.rss_peak_mb}, {"avg", p.rss_avg_mb}}},
                     {"pss_mb", {{"peak", p.pss_peak_mb}, {"avg", p.pss_avg_mb}}},
-                    {"jemalloc_bytes", p.jemalloc},
+                    {"jemalloc_bytes", p.jemalloc}, {"optimize", p.optimize}, {"batch", p.batch},
                     {"memory_over_time", {{"columns", {"seconds", "rss_kb", "pss_kb"}}, {"samples", p.memory}}}});
   }
   std::ofstream out(path);

@@ -1,8 +1,9 @@
 // Memory and respawn benchmarks of process mode. Memory: total PSS of the
 // supervisor and its N workers with the weights shared (one read-only segment)
 // and naive (every worker loads its own copy), after every worker has run a
-// few forward()s. Respawn: from SIGKILL of a worker to its replacement
-// answering a request, with the weights already in shared memory.
+// few batches at the plan's batch; the naive supervisor holds no copy. Respawn:
+// from SIGKILL of a worker to its replacement answering, 20 times, with the
+// weights already in the shared arena.
 #include <signal.h>
 #include <unistd.h>
 
@@ -16,15 +17,21 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "shm/channel.h"
 #include "supervisor/bench/bench.h"
 #include "supervisor/pool/process_memory.h"
 #include "supervisor/pool/process_pool.h"
+#include "worker/engine_plan.h"
+#include "worker/runtime.h"
+#include "worker/torch_module.h"
 
 namespace corepool {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
+
+constexpr int kRespawnKills = 20;
 
 // Counts completions so that a caller can wait for the n-th.
 struct Counter {
@@ -44,39 +51,69 @@ struct Counter {
   }
 };
 
-ProcessPoolOptions pool_options(int workers, bool naive) {
+// The pool the service would start: the plan's batch, engine.optimize (naive
+// workers optimize their private copy the same way), one thread per worker.
+ProcessPoolOptions pool_options(int workers, bool naive, int batch, const Config& engine) {
   ProcessPoolOptions opts;
   opts.workers = workers;
-  opts.max_batch = 1;
+  opts.max_batch = batch;
   opts.log_level = std::string(spdlog::level::to_string_view(spdlog::get_level()).data());
   opts.naive_weights = naive;
+  opts.optimize = engine.optimize;
   return opts;
+}
+
+// As make_executor_factory plans process mode: optimized into the shared,
+// sealed arena, the batch measured when engine.max_batch is 0. The caller has
+// set this process to one LibTorch thread (no OpenMP pool at fork).
+EnginePlan plan_shared(const std::shared_ptr<const LoadedModel>& model, const Config& engine) {
+  return plan_engine(model, {engine.optimize, engine.max_batch, static_cast<int>(shm::kMaxBatch), true});
+}
+
+// The naive baseline's supervisor: the model's config and no weights (an empty
+// module), so that the total is exactly N private copies, the workers' own.
+std::shared_ptr<const LoadedModel> config_only(const std::string& dir) {
+  auto model = std::make_shared<LoadedModel>();
+  model->dir = dir;
+  model->config = load_model_config(dir + "/model.toml");
+  model->torch = std::make_shared<TorchModule>();
+  return model;
 }
 
 }  // namespace
 
-ExitCode run_memory_point(const BenchOptions& o) {
-  auto model = load_model(o.model_dir);
-  const size_t weight_bytes = model->weight_bytes;
+ExitCode run_memory_point(const BenchOptions& o, const Config& engine) {
+  configure_runtime_threads({1, 1});  // before any op: this process forks workers
+  std::shared_ptr<const LoadedModel> model;
+  int batch = engine.max_batch;  // naive: the plan's batch, measured by the caller
+  if (o.naive) {
+    model = config_only(o.model_dir);
+  } else {
+    model = load_model(o.model_dir);
+    batch = plan_shared(model, engine).max_batch;
+  }
   Counter counter;
-  ProcessPool pool(model, pool_options(o.workers, o.naive), [&](SegmentResult&&) { counter.add(); });
-  // A few segments per worker, so every worker has allocated its activations.
-  const uint64_t n = 3 * static_cast<uint64_t>(o.workers);
+  ProcessPool pool(model, pool_options(o.workers, o.naive, batch, engine), [&](SegmentResult&&) { counter.add(); });
+  // A few batches per worker, so every worker has allocated its activations.
+  const uint64_t n = 3 * static_cast<uint64_t>(o.workers) * batch;
   for (uint64_t i = 0; i < n; ++i) pool.submit({0, i, std::vector<float>(model->config.segment_samples(), 0.01f)});
   counter.wait_for(n);
   long total = read_process_memory(::getpid()).pss_kb;
   const long supervisor = total;
   for (int pid : pool.worker_pids()) total += read_process_memory(pid).pss_kb;
-  std::printf("%s\n", json{{"kind", "memory"}, {"workers", o.workers}, {"naive", o.naive},
-                           {"pss_kb", total}, {"supervisor_pss_kb", supervisor},
-                           {"weight_bytes", weight_bytes}}.dump().c_str());
+  json j{{"kind", "memory"}, {"workers", o.workers}, {"naive", o.naive}, {"batch", batch}, {"pss_kb", total},
+         {"supervisor_pss_kb", supervisor}};
+  if (!o.naive) j["weight_bytes"] = model->weight_bytes;
+  std::printf("%s\n", j.dump().c_str());
   return ExitCode::kOk;
 }
 
-ExitCode run_respawn_point(const BenchOptions& o) {
+ExitCode run_respawn_point(const BenchOptions& o, const Config& engine) {
+  configure_runtime_threads({1, 1});
   auto model = load_model(o.model_dir);
+  const int batch = plan_shared(model, engine).max_batch;
   Counter counter;
-  ProcessPool pool(model, pool_options(1, false), [&](SegmentResult&&) { counter.add(); });
+  ProcessPool pool(model, pool_options(1, false, batch, engine), [&](SegmentResult&&) { counter.add(); });
   const std::vector<float> pcm(model->config.segment_samples(), 0.01f);
   pool.submit({0, 0, pcm});
   counter.wait_for(1);
@@ -88,7 +125,7 @@ ExitCode run_respawn_point(const BenchOptions& o) {
     counter.wait_for(++sent);
     return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   };
-  for (int k = 0; k < 10; ++k) {
+  for (int k = 0; k < kRespawnKills; ++k) {
     const int victim = pool.worker_pids()[0];
     const auto start = Clock::now();
     ::kill(victim, SIGKILL);
@@ -97,30 +134,44 @@ ExitCode run_respawn_point(const BenchOptions& o) {
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
     steady.push_back(timed_request());  // the same request on a warm worker, for reference
   }
+  const std::vector<double> each = ms;
   std::sort(ms.begin(), ms.end());
   std::sort(steady.begin(), steady.end());
-  std::printf("%s\n", json{{"kind", "respawn"}, {"median_ms", ms[ms.size() / 2]}, {"max_ms", ms.back()},
-                           {"min_ms", ms.front()}, {"warm_request_ms", steady[steady.size() / 2]},
+  std::printf("%s\n", json{{"kind", "respawn"}, {"each_ms", each}, {"median_ms", ms[ms.size() / 2]},
+                           {"max_ms", ms.back()}, {"min_ms", ms.front()},
+                           {"warm_request_ms", steady[steady.size() / 2]},
                            {"weight_bytes", model->weight_bytes}}.dump().c_str());
   return ExitCode::kOk;
 }
 
 ExitCode run_memory_bench(const BenchOptions& o) {
-  std::printf("corepool bench --memory: model %s\n\n", o.model_dir.c_str());
-  std::printf("%8s %16s %16s %12s %22s\n", "workers", "shared PSS MB", "naive PSS MB", "naive/shared",
+  std::printf("corepool bench --memory: model %s, engine.optimize %s, batch %s (the plan's)\n",
+              o.model_dir.c_str(), o.optimize.c_str(),
+              o.max_batch == 0 ? "measured" : std::to_string(o.max_batch).c_str());
+  // The plan's batch, measured once (engine.max_batch = 0) for every point:
+  // points that calibrated each for themselves would differ by its noise.
+  int batch = o.max_batch;
+  if (batch == 0) {
+    const json plan = json::parse(run_self({"--log-level", "warn", "bench", "--point", "plan", "--model",
+                                            o.model_dir, "--optimize", o.optimize, "--max-batch", "0"}));
+    batch = plan["batch"];
+    std::printf("batch measured once for every point: %s\n", plan["plan"].get<std::string>().c_str());
+  }
+  std::printf("\n%8s %6s %16s %16s %12s %22s\n", "workers", "batch", "shared PSS MB", "naive PSS MB", "naive/shared",
               "shared: added/worker");
-  double weights_mb = 0, prev_shared = 0;
+  double weights_mb = 0, prev_shared = 0, naive_per_copy = 0;
   int prev_n = 0;
   const std::vector<int> counts = o.worker_counts.empty() ? std::vector<int>{1, 2, 4, 8} : o.worker_counts;
   for (int n : counts) {
-    double mb[2] = {0, 0};
-    for (int naive = 0; naive < 2; ++naive) {
-      const json j = json::parse(run_self({"--log-level", "warn", "bench", "--point", "memory", "--model",
-                                           o.model_dir, "--workers", std::to_string(n),
-                                           naive ? "--naive" : "--pin"}));
-      mb[naive] = j["pss_kb"].get<double>() / 1024.0;
-      weights_mb = j["weight_bytes"].get<double>() / (1024.0 * 1024.0);
-    }
+    const json shared = json::parse(run_self({"--log-level", "warn", "bench", "--point", "memory", "--model",
+                                              o.model_dir, "--workers", std::to_string(n), "--optimize", o.optimize,
+                                              "--max-batch", std::to_string(batch)}));
+    const json naive = json::parse(run_self({"--log-level", "warn", "bench", "--point", "memory", "--model",
+                                             o.model_dir, "--workers", std::to_string(n), "--naive", "--optimize",
+                                             o.optimize, "--max-batch", std::to_string(batch)}));
+    const double mb[2] = {shared["pss_kb"].get<double>() / 1024.0, naive["pss_kb"].get<double>() / 1024.0};
+    weights_mb = shared["weight_bytes"].get<double>() / (1024.0 * 1024.0);
+    naive_per_copy = mb[1] / n;
     std::string added = "-";
     if (prev_n > 0) {
       const double per_worker = (mb[0] - prev_shared) / (n - prev_n);
@@ -128,18 +179,23 @@ ExitCode run_memory_bench(const BenchOptions& o) {
       std::snprintf(buf, sizeof buf, "%.1f MB = %.1f%% of weights", per_worker, 100.0 * per_worker / weights_mb);
       added = buf;
     }
-    std::printf("%8d %16.1f %16.1f %12.2f %22s\n", n, mb[0], mb[1], mb[1] / mb[0], added.c_str());
+    std::printf("%8d %6d %16.1f %16.1f %12.2f %22s\n", n, batch, mb[0], mb[1], mb[1] / mb[0], added.c_str());
     std::fflush(stdout);
     prev_shared = mb[0];
     prev_n = n;
   }
-  std::printf("\nweights: %.1f MB\n", weights_mb);
+  std::printf("\nweights: %.1f MB; naive: %.1f MB per worker at %d (its supervisor holds no copy)\n", weights_mb,
+              naive_per_copy, prev_n);
   if (o.respawn) {
-    const json j = json::parse(run_self({"--log-level", "error", "bench", "--point", "respawn", "--model", o.model_dir}));
-    std::printf("respawn (SIGKILL -> replacement answers), 10 kills: median %.1f ms, min %.1f ms, max %.1f ms;\n"
-                "the same request on a warm worker: median %.1f ms\n",
-                j["median_ms"].get<double>(), j["min_ms"].get<double>(), j["max_ms"].get<double>(),
+    const json j = json::parse(run_self({"--log-level", "error", "bench", "--point", "respawn", "--model",
+                                         o.model_dir, "--optimize", o.optimize, "--max-batch",
+                                         std::to_string(batch)}));
+    std::printf("respawn (SIGKILL -> replacement answers), %d kills: median %.1f ms, min %.1f ms, max %.1f ms;\n"
+                "the same request on a warm worker: median %.1f ms\neach kill, in order (ms):",
+                kRespawnKills, j["median_ms"].get<double>(), j["min_ms"].get<double>(), j["max_ms"].get<double>(),
                 j["warm_request_ms"].get<double>());
+    for (const auto& v : j["each_ms"]) std::printf(" %.1f", v.get<double>());
+    std::printf("\n");
   }
   return ExitCode::kOk;
 }

@@ -1,14 +1,13 @@
 // One measurement point of `corepool bench`, run in its own process. Every
-// point processes the same generated audio with the same batch size; the clock
-// starts once the engines are built and have run one forward() (the warm-up),
-// and stops when the last segment is done. Besides throughput, a point
-// reports latency, CPU use, context switches and memory (ResourceProbe):
+// point plans its engine as the service would (engine.optimize, the batch
+// measured when engine.max_batch is 0) and reports the batch it used; the
+// clock starts once the engines are built and warmed up, and stops when the
+// last segment is done. Besides throughput, a point reports latency, CPU use,
+// context switches and memory (ResourceProbe):
 //   - the pipeline kinds time each segment from submit() to its result, with
-//     at most 2 x workers x max_batch segments in flight (one batch running
+//     at most 2 x workers x batch segments in flight (one batch running
 //     and one waiting per worker: the latency a saturated service gives);
-//   - the ceilings time each forward() call of one batch.
-#include <sys/mman.h>
-#include <sys/wait.h>
+//   - the ceilings (bench_ceiling.h) time each forward() call of one batch.
 #include <unistd.h>
 
 #include <chrono>
@@ -16,20 +15,20 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
-#include <thread>
 
 #include "supervisor/pool/allocator.h"
 #include "supervisor/batch/batch.h"
 #include "supervisor/bench/bench.h"
+#include "supervisor/bench/bench_ceiling.h"
 #include "supervisor/bench/bench_stats.h"
 #include "supervisor/pool/executor_factory.h"
 #include "supervisor/bench/resource_probe.h"
 #include "audio/audio_stream.h"
 #include "worker/cpus.h"
-#include "worker/engine.h"
+#include "shm/channel.h"
+#include "worker/engine_plan.h"
 #include "worker/runtime.h"
 #include "audio/segmenter.h"
-#include "worker/shared_weights.h"
 
 namespace corepool {
 namespace {
@@ -57,108 +56,16 @@ std::vector<std::vector<float>> read_segments(const std::string& path, const Mod
   }
   while (segmenter.finish(s)) {
   }
+  // A file shorter than one batch: the ceiling still runs whole batches.
+  for (size_t i = 0; !out.empty() && out.size() < count; ++i) out.push_back(out[i]);
   *total = segmenter.segments_emitted();
   return out;
-}
-
-// One engine's share of the ceiling: features once, then forward() `forwards`
-// times; each call's milliseconds go to `times` when given.
-void forward_loop(const std::shared_ptr<const LoadedModel>& model, const std::vector<std::vector<float>>& inputs,
-                  uint64_t forwards, float* times) {
-  Engine engine(model);
-  std::vector<const float*> ptrs;
-  for (const auto& v : inputs) ptrs.push_back(v.data());
-  c10::InferenceMode guard;  // as Engine::infer runs: the input is an inference tensor too
-  torch::Tensor features = engine.features(ptrs);
-  for (uint64_t k = 0; k < forwards; ++k) {
-    const auto t = Clock::now();
-    engine.forward(features);
-    if (times) times[k] = static_cast<float>(ms_since(t));
-  }
 }
 
 struct Measured {
   uint64_t segments = 0;
   std::vector<double> latency_ms;
 };
-
-Measured ceiling_threads(const std::shared_ptr<const LoadedModel>& model, const std::vector<int>& cpus, int n,
-                         const std::vector<std::vector<float>>& inputs, uint64_t segments, ResourceProbe& probe) {
-  const uint64_t forwards = (segments / n + inputs.size() - 1) / inputs.size();
-  std::vector<float> times(forwards * n);
-  std::vector<std::thread> pool;
-  probe.mark_start();
-  for (int i = 0; i < n; ++i) {
-    pool.emplace_back([&, i] {
-      if (!cpus.empty()) pin_current_thread(cpus[i % cpus.size()]);
-      forward_loop(model, inputs, forwards, times.data() + i * forwards);
-    });
-  }
-  for (auto& t : pool) t.join();
-  probe.mark_end();
-  return {forwards * inputs.size() * n, std::vector<double>(times.begin(), times.end())};
-}
-
-void write_byte(int fd) {
-  const char c = 1;
-  if (::write(fd, &c, 1) != 1) throw std::runtime_error("bench: write() to a ceiling process pipe failed");
-}
-
-void read_byte(int fd, const char* what) {
-  char c;
-  if (::read(fd, &c, 1) != 1) throw std::runtime_error(std::string("bench: a ceiling process died ") + what);
-}
-
-// N forked processes over the shared weights. A pipe barrier starts the clock
-// once every child has built its engine; each child reports the end of its
-// loop through the same pipe and then waits, so that its CPU counters are read
-// while it is alive and process exit stays out of the measurement. Forward
-// times go through a shared anonymous mapping.
-Measured ceiling_processes(const std::shared_ptr<const LoadedModel>& model, const std::vector<int>& cpus,
-                           int n, int intra_op, const std::vector<std::vector<float>>& inputs, uint64_t segments,
-                           ResourceProbe& probe) {
-  SharedWeights weights = share_weights(*model);
-  const uint64_t forwards = (segments / n + inputs.size() - 1) / inputs.size();
-  const size_t times_bytes = sizeof(float) * forwards * n;
-  void* mem = ::mmap(nullptr, times_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) throw std::runtime_error("bench: mmap of the latency table failed");
-  auto* times = static_cast<float*>(mem);
-  int ready[2], go[2];
-  if (::pipe(ready) != 0 || ::pipe(go) != 0) throw std::runtime_error("bench: pipe() failed");
-  std::vector<pid_t> children;
-  for (int i = 0; i < n; ++i) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::madvise(weights.segment.data(), weights.segment.size(), MADV_POPULATE_READ);  // as a worker does
-      configure_runtime_threads({intra_op, 1});
-      if (!cpus.empty()) pin_current_thread(cpus[i % cpus.size()]);
-      char c = 1;
-      forward_loop(model, inputs, 1, nullptr);  // warm: engine built, first forward done
-      // A child that lost its pipe to the parent has nothing to report: any
-      // non-zero status fails the point in the parent.
-      if (::write(ready[1], &c, 1) != 1 || ::read(go[0], &c, 1) != 1) ::_exit(exit_status(ExitCode::kInternal));
-      forward_loop(model, inputs, forwards, times + i * forwards);
-      if (::write(ready[1], &c, 1) != 1 || ::read(go[0], &c, 1) != 1) ::_exit(exit_status(ExitCode::kInternal));
-      ::_exit(exit_status(ExitCode::kOk));
-    }
-    children.push_back(pid);
-  }
-  for (int i = 0; i < n; ++i) read_byte(ready[0], "while starting");
-  probe.mark_start();
-  for (int i = 0; i < n; ++i) write_byte(go[1]);
-  for (int i = 0; i < n; ++i) read_byte(ready[0], "while running");
-  probe.mark_end();
-  for (int i = 0; i < n; ++i) write_byte(go[1]);
-  for (pid_t pid : children) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("bench: a ceiling process failed");
-  }
-  for (int fd : {ready[0], ready[1], go[0], go[1]}) ::close(fd);
-  Measured m{forwards * inputs.size() * n, std::vector<double>(times, times + forwards * n)};
-  ::munmap(mem, times_bytes);
-  return m;
-}
 
 // Submit-to-result time of every segment.
 class LatencyLog {
@@ -213,6 +120,8 @@ class MeasuredExecutor final : public Executor {
   LatencyLog& log_;
 };
 
+// `engine` has the plan's batch already: make_executor_factory plans again,
+// which neither re-optimizes nor calibrates a fixed batch.
 Measured pipeline(Config engine, const std::shared_ptr<const LoadedModel>& model, const std::string& audio,
                   ResourceProbe& probe) {
   char tmpl[] = "/tmp/corepool-bench-out-XXXXXX";
@@ -238,8 +147,8 @@ Measured pipeline(Config engine, const std::shared_ptr<const LoadedModel>& model
   return {stats.segments, log.take()};
 }
 
-json point_json(const BenchOptions& o, const Config& engine, const Measured& m, const ResourceProbe& probe,
-                int usable) {
+json point_json(const BenchOptions& o, const Config& engine, const EnginePlan& plan, const Measured& m,
+                const ResourceProbe& probe, int usable) {
   const ProbeWindow w = probe.window();
   json memory = json::array();
   json allocator = json::object();
@@ -249,6 +158,9 @@ json point_json(const BenchOptions& o, const Config& engine, const Measured& m, 
           {"workers", engine.workers},
           {"intra_op", engine.intra_op_threads},
           {"allocator", allocator_in_use()},
+          {"optimize", plan.optimize.applied},
+          {"batch", plan.max_batch},
+          {"batch_measured", plan.measured},
           {"segments", m.segments},
           {"seconds", w.seconds},
           {"latency_ms", {percentile(m.latency_ms, 0.50), percentile(m.latency_ms, 0.95),
@@ -265,11 +177,27 @@ json point_json(const BenchOptions& o, const Config& engine, const Measured& m, 
           {"memory", memory}};
 }
 
+// `--point plan`: the plan alone (thread mode's), for the sweep to measure the
+// batch once and run every point of one engine.optimize at it.
+ExitCode print_plan(const BenchOptions& o, const Config& config) {
+  auto model = load_model(o.model_dir);
+  const EnginePlan plan = plan_engine(model, {config.optimize, config.max_batch, 1024, false});
+  std::printf("%s\n", json{{"kind", "plan"}, {"optimize", plan.optimize.applied}, {"batch", plan.max_batch},
+                           {"plan", plan.text()}}.dump().c_str());
+  return ExitCode::kOk;
+}
+
 }  // namespace
 
 ExitCode run_bench_point(const BenchOptions& o, const Config& config) {
-  if (o.point == "memory") return run_memory_point(o);
-  if (o.point == "respawn") return run_respawn_point(o);
+  if (o.point == "memory") return run_memory_point(o, config);
+  if (o.point == "respawn") return run_respawn_point(o, config);
+  if (o.point == "plan") return print_plan(o, config);
+  const bool processes = o.point == "process" || o.point == "ceiling-processes";
+  // A process kind forks after its supervisor optimized and calibrated the
+  // model: one thread, before any op, so that no OpenMP pool exists at fork
+  // (main() leaves bench at the configured count; children set their own).
+  if (processes) configure_runtime_threads({1, 1});
   ResourceProbe probe;  // before the model loads: the memory series shows start-up too
   auto model = load_model(o.model_dir);
   const CpuBudget budget = usable_cpus();
@@ -277,19 +205,27 @@ ExitCode run_bench_point(const BenchOptions& o, const Config& config) {
   engine.workers = o.workers > 0 ? o.workers : budget.usable;
   engine.mode = o.point == "process" ? "process" : "thread";
   engine.pin_threads = o.pin;
+  // The best path, as the pipeline of the same config runs it: optimized, at
+  // the plan's batch (a ceiling at a worse batch would be no ceiling).
+  const EnginePlan plan = plan_engine(
+      model, {engine.optimize, engine.max_batch, processes ? static_cast<int>(shm::kMaxBatch) : 1024, processes});
+  engine.max_batch = plan.max_batch;
   const bool pin = o.pin && engine.intra_op_threads == 1;  // as make_executor_factory decides
-  const std::vector<int> cpus = pin ? budget.allowed : std::vector<int>{};
   Measured m;
-  if (o.point == "thread" || o.point == "process" || o.point == "defaults") {
+  if (o.point.rfind("ceiling", 0) != 0) {
     m = pipeline(engine, model, o.audio, probe);
   } else {
-    uint64_t total = 0;
-    const auto inputs = read_segments(o.audio, model->config, engine.max_batch, &total);
-    m = o.point == "ceiling-threads"
-            ? ceiling_threads(model, cpus, engine.workers, inputs, total, probe)
-            : ceiling_processes(model, cpus, engine.workers, engine.intra_op_threads, inputs, total, probe);
+    CeilingRun run;
+    run.workers = engine.workers;
+    run.batch = plan.max_batch;
+    run.intra_op = engine.intra_op_threads;
+    run.cpus = pin ? budget.allowed : std::vector<int>{};
+    run.inputs = read_segments(o.audio, model->config, run.batch, &run.segments);
+    const CeilingResult r = o.point == "ceiling-threads" ? ceiling_threads(model, run, probe)
+                                                         : ceiling_processes(model, run, probe);
+    m = {r.segments, r.forward_ms};
   }
-  std::printf("%s\n", point_json(o, engine, m, probe, budget.usable).dump().c_str());
+  std::printf("%s\n", point_json(o, engine, plan, m, probe, budget.usable).dump().c_str());
   return ExitCode::kOk;
 }
 

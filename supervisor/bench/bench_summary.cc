@@ -56,6 +56,8 @@ PointSummary summarize(const SweepPoint& point, const std::vector<json>& runs, d
       nearest = d;
       s.memory = r["memory"];
       s.jemalloc = r.value("jemalloc_bytes", json::object());
+      s.batch = r.value("batch", 0);
+      s.optimize = r.value("optimize", std::string());
     }
   }
   return s;
@@ -66,13 +68,14 @@ std::string latency_meaning(const std::string& kind) {
 }
 
 void print_summary_table(const std::vector<PointSummary>& points) {
-  std::printf("\n%-17s %3s %5s %-8s %8s %6s %9s %7s %8s %8s %8s %5s %9s %9s %8s %8s\n", "kind", "w", "intra",
-              "alloc", "time s", "spread", "seg/s", "x-rt", "p50 ms", "p95 ms", "p99 ms", "cpu%", "vol cs",
+  std::printf("\n%-17s %3s %5s %-8s %-6s %5s %8s %6s %9s %7s %8s %8s %8s %5s %9s %9s %8s %8s\n", "kind", "w", "intra",
+              "alloc", "opt", "batch", "time s", "spread", "seg/s", "x-rt", "p50 ms", "p95 ms", "p99 ms", "cpu%", "vol cs",
               "invol cs", "PSS pk", "PSS avg");
   for (const auto& p : points) {
     const std::string intra = p.point.intra_op == 0 ? "dflt" : std::to_string(p.point.intra_op);
-    std::printf("%-17s %3d %5s %-8s %8.2f %5.1f%% %9.1f %7.1f %8.1f %8.1f %8.1f %5.0f %9.0f %9.0f %8.0f %8.0f\n",
-                p.point.kind.c_str(), p.point.workers, intra.c_str(), p.point.allocator.c_str(), p.seconds,
+    std::printf("%-17s %3d %5s %-8s %-6s %5d %8.2f %5.1f%% %9.1f %7.1f %8.1f %8.1f %8.1f %5.0f %9.0f %9.0f %8.0f %8.0f\n",
+                p.point.kind.c_str(), p.point.workers, intra.c_str(), p.point.allocator.c_str(), p.optimize.c_str(),
+                p.batch, p.seconds,
                 p.spread * 100, p.rate, p.x_real_time, p.p50_ms, p.p95_ms, p.p99_ms, p.cpu_util * 100, p.voluntary,
                 p.involuntary, p.pss_peak_mb, p.pss_avg_mb);
   }

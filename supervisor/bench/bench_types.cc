@@ -5,7 +5,7 @@
 namespace corepool {
 
 const std::vector<std::string> kBenchKinds = {"ceiling-threads", "ceiling-processes", "thread", "process",
-                                              "defaults"};
+                                              "defaults", "plain", "bf16"};
 
 std::string SweepPoint::label() const {
   const std::string intra = intra_op == 0 ? "default" : std::to_string(intra_op);

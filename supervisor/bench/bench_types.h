@@ -17,13 +17,19 @@ namespace corepool {
 //   thread / process: the full pipeline (decode, segment, features, forward)
 //     through thread mode or process mode;
 //   defaults: thread mode with LibTorch's global pools at their default size,
-//     as an engine that never configures them runs.
+//     as an engine that never configures them runs;
+//   plain: thread mode with engine.optimize = none and max_batch 4, the engine
+//     and defaults before issue 15: the reference the gains are measured against;
+//   bf16: thread mode with engine.optimize = bf16 at the measured batch.
+// Every other kind runs the configured engine.optimize and max_batch
+// (default: onednn, measured).
 extern const std::vector<std::string> kBenchKinds;
 
 struct BenchOptions {
   std::string model_dir;
   int workers = 0;             // a point's engine threads / workers (0 = usable cpus)
-  int max_batch = 4;
+  int max_batch = 0;           // engine.max_batch of the non-plain kinds (0 = measured)
+  std::string optimize = "onednn";  // engine.optimize of the non-plain kinds
   double audio_seconds = 60;   // length of the generated input file
   int repeats = 3;             // interleaved repetitions; medians are reported
   bool quick = false;          // a small sweep that runs in under 3 minutes
@@ -42,6 +48,7 @@ struct BenchOptions {
   std::string point;           // a kind above, or memory | respawn
   std::string audio;           // input file of a throughput point
   bool naive = false;          // memory point: each worker loads its own copy
+  bool bf16_agreement = false; // report bf16 vs fp32 label agreement and score differences
 };
 
 // One configuration of the sweep.
@@ -50,7 +57,8 @@ struct SweepPoint {
   int workers = 1;
   int intra_op = 1;  // 0 = LibTorch's default
   std::string allocator = "jemalloc";
-  int max_batch = 0;  // 0 = BenchOptions::max_batch
+  int max_batch = -1;        // -1 = BenchOptions::max_batch (0 there = measured)
+  std::string optimize = "";  // "" = BenchOptions::optimize
   std::string label() const;  // "thread w2 intra 1 jemalloc"
 };
 
@@ -68,6 +76,8 @@ struct PointSummary {
   double rss_peak_mb = 0, rss_avg_mb = 0, pss_peak_mb = 0, pss_avg_mb = 0;
   nlohmann::json memory;   // [[seconds, rss_kb, pss_kb], ...] of the median run
   nlohmann::json jemalloc; // {"allocated": bytes, ...} of the point's own process, median run; {} on glibc
+  int batch = 0;           // items per forward() the median run used (its plan's batch)
+  std::string optimize;    // engine.optimize the median run applied
 };
 
 }  // namespace corepool

@@ -21,9 +21,13 @@ void mode_ratios(const Points& points, const std::string& alloc, int n, int m, L
   const auto *proc = at("process", n, 1), *thr = at("thread", n, 1);
   const auto *cp = at("ceiling-processes", n, 1), *ct = at("ceiling-threads", n, 1);
   if (proc && cp) out.push_back(format("process mode reaches %.2f of the bare process ceiling at %.0f worker(s)",
-                                       proc->rate / cp->rate, n));
+                                       proc->rate / cp->rate, n) + " (target >= 0.97, and at most 1.03)");
+  if (proc && ct) out.push_back(format("process mode reaches %.2f of the bare thread ceiling at %.0f worker(s)",
+                                       proc->rate / ct->rate, n) + " (target >= 0.97)");
   if (thr && ct) out.push_back(format("thread mode reaches %.2f of the bare thread ceiling at %.0f engine thread(s)",
-                                      thr->rate / ct->rate, n));
+                                      thr->rate / ct->rate, n) + " (target >= 0.97)");
+  if (cp && ct) out.push_back(format("the process ceiling is %.2fx the thread ceiling at %.0f worker(s)",
+                                     cp->rate / ct->rate, n));
   if (proc && thr) out.push_back(format("at %.0f worker(s) process mode gives %.2fx the throughput of thread mode",
                                         n, proc->rate / thr->rate));
   const auto *d = at("defaults", m, 0), *t1 = at("thread", m, 1);
@@ -31,6 +35,21 @@ void mode_ratios(const Points& points, const std::string& alloc, int n, int m, L
     out.push_back(format("LibTorch defaults are %.2fx slower than thread mode with intra-op 1 at %.0f engine "
                          "threads", d->seconds / t1->seconds, m) +
                   format(" (%.2f s vs %.2f s)", d->seconds, t1->seconds));
+  }
+}
+
+// The gains of issue 15: each kind against `plain` (no optimization, batch 4,
+// the engine before it), all measured in this run.
+void plain_ratios(const Points& points, const std::string& alloc, int n, Lines& out) {
+  const auto* plain = find_point(points, "plain", n, 1, alloc);
+  if (!plain) return;
+  for (const char* kind : {"thread", "process", "bf16"}) {
+    const auto* p = find_point(points, kind, n, 1, alloc);
+    if (!p) continue;
+    out.push_back(std::string(kind) + " (" + p->optimize + format(", batch %.0f)", p->batch) +
+                  format(" gives %.2fx the throughput of plain (none, batch 4) at %.0f worker(s)",
+                         p->rate / plain->rate, n) +
+                  (std::string(kind) == "bf16" ? " (target >= 2.8)" : " (target >= 2.0)"));
   }
 }
 
@@ -100,6 +119,7 @@ std::vector<std::string> verdict(const std::vector<PointSummary>& points, int us
   const std::string alloc = bench::main_allocator(points);
   const int n = bench::reference_workers(points, usable);
   const int m = bench::max_workers(points);
+  plain_ratios(points, alloc, n, out);
   mode_ratios(points, alloc, n, m, out);
   thread_scaling(points, alloc, m, out);
   intra_op_costs(points, alloc, m, out);

@@ -28,17 +28,26 @@ std::vector<SweepPoint> tune_grid(const TuneOptions& o, int usable, int model_ma
   }
   if (intras.empty()) intras = {1, 2, usable};
   if (batches.empty()) batches = {1, 2, 4, 8, 16};
+  const std::vector<std::string> optimizes =
+      o.optimizes.empty() ? std::vector<std::string>{"none", "onednn", "bf16"} : o.optimizes;
   std::sort(intras.begin(), intras.end());
   intras.erase(std::unique(intras.begin(), intras.end()), intras.end());
   std::vector<SweepPoint> grid;
   for (int n : counts) {
     for (int intra : intras) {
       if (n * intra > 2 * usable && !(n == 1 && intra == 1)) continue;
-      for (int b : batches) {
-        if (b > model_max_batch) continue;
-        SweepPoint p{o.mode, n, intra, o.allocator};
-        p.max_batch = b;
-        grid.push_back(p);
+      for (const auto& optimize : optimizes) {
+        for (int b : batches) {
+          if (b > model_max_batch) continue;
+          SweepPoint p;
+          p.kind = o.mode;
+          p.workers = n;
+          p.intra_op = intra;
+          p.allocator = o.allocator;
+          p.optimize = optimize;
+          p.max_batch = b;
+          grid.push_back(p);
+        }
       }
     }
   }
@@ -75,15 +84,15 @@ ExitCode run_tune(const TuneOptions& o) {
   BenchOptions bench;
   bench.model_dir = o.model_dir;
   bench.pin = o.pin;
-  std::printf("\n%3s %5s %5s %10s %8s %10s\n", "w", "intra", "batch", "seg/s", "x-rt", "p99 ms");
+  std::printf("\n%3s %5s %-6s %5s %10s %8s %10s\n", "w", "intra", "opt", "batch", "seg/s", "x-rt", "p99 ms");
   std::vector<PointSummary> results;
   for (const auto& p : grid) {
     std::vector<nlohmann::json> runs;
     for (int r = 0; r < o.repeats; ++r) runs.push_back(run_point_child(bench, p, audio));
     results.push_back(summarize(p, runs, model->config.hop_seconds));
     const auto& s = results.back();
-    std::printf("%3d %5d %5d %10.1f %8.1f %10.1f\n", p.workers, p.intra_op, p.max_batch, s.rate, s.x_real_time,
-                s.p99_ms);
+    std::printf("%3d %5d %-6s %5d %10.1f %8.1f %10.1f\n", p.workers, p.intra_op, s.optimize.c_str(), p.max_batch,
+                s.rate, s.x_real_time, s.p99_ms);
     std::fflush(stdout);
   }
   std::filesystem::remove_all(tmpl);
@@ -102,9 +111,9 @@ ExitCode run_tune(const TuneOptions& o) {
   std::printf("\n# corepool tune, %s, this host (%d usable cpus): best throughput%s\n", today().c_str(), usable, bound);
   std::printf("# measured %.1f segments/s (%.1fx real time), p99 %.1f ms per segment\n", best->rate,
               best->x_real_time, best->p99_ms);
-  std::printf("[engine]\nmode = \"%s\"\nworkers = %d\nintra_op_threads = %d\nmax_batch = %d\nallocator = \"%s\"\n",
-              o.mode.c_str(), best->point.workers, best->point.intra_op, best->point.max_batch,
-              o.allocator.c_str());
+  std::printf("[engine]\nmode = \"%s\"\nworkers = %d\nintra_op_threads = %d\noptimize = \"%s\"\nmax_batch = %d\n"
+              "allocator = \"%s\"\n", o.mode.c_str(), best->point.workers, best->point.intra_op,
+              best->point.optimize.c_str(), best->point.max_batch, o.allocator.c_str());
   return ExitCode::kOk;
 }
 

@@ -1,5 +1,5 @@
 // `corepool tune`: measures the configured mode over workers x intra-op
-// threads x max batch on this host and prints the [engine] snippet of the best
+// threads x engine.optimize x max batch on this host and prints the [engine] snippet of the best
 // throughput, or of the best throughput whose p99 segment latency stays under
 // a bound. Uses the benchmark's points (bench.h), one child process each.
 #pragma once
@@ -18,6 +18,7 @@ struct TuneOptions {
   std::string allocator = "jemalloc";
   std::vector<int> worker_counts;  // empty: 1 .. 2 x usable cpus
   std::vector<int> intra_ops;      // empty: 1, 2, usable cpus
+  std::vector<std::string> optimizes;  // engine.optimize values; empty: none, onednn, bf16
   std::vector<int> max_batches;    // empty: 1, 2, 4, 8, 16 (within the model's limit)
   double p99_ms = 0;               // 0: no latency bound
   double audio_seconds = 30;

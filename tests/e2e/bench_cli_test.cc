@@ -70,7 +70,8 @@ TEST(BenchCliTest, EveryPointRunsOnTheAllocatorItNames) {
 TEST(BenchCliTest, TunePrintsAConfigSnippetCorepoolAccepts) {
   testing::TempDir dir;
   const auto r = corepool_cli({"tune", "--model", COREPOOL_DEFAULT_MODEL, "--mode", "process", "--worker-counts",
-                               "1,2", "--intra-ops", "1", "--max-batches", "1,4", "--audio-seconds", "5"},
+                               "1,2", "--intra-ops", "1", "--optimize", "none,bf16", "--max-batches", "1,4",
+                               "--audio-seconds", "5"},
                               dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto at = r.out.find("# corepool tune,");
@@ -84,6 +85,9 @@ TEST(BenchCliTest, TunePrintsAConfigSnippetCorepoolAccepts) {
   EXPECT_TRUE(cfg.workers == 1 || cfg.workers == 2) << snippet;
   EXPECT_TRUE(cfg.max_batch == 1 || cfg.max_batch == 4) << snippet;
   EXPECT_EQ(cfg.intra_op_threads, 1);
+  // engine.optimize is a dimension: only the values asked for are tried (the default is onednn).
+  EXPECT_TRUE(cfg.optimize == "none" || cfg.optimize == "bf16") << snippet;
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr(" onednn "))) << r.out;
 }
 
 TEST(BenchCliTest, TuneSaysSoWhenNoConfigurationMeetsTheLatencyBound) {

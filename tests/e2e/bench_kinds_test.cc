@@ -1,10 +1,12 @@
 // Smoke run of every kind of `corepool bench` point through the real binary,
 // at the smallest sizes that still measure something: both ceilings, both
-// pipelines and LibTorch's defaults in one sweep, then the memory comparison
-// with the respawn latency. Each kind must come back with a positive number.
+// pipelines, LibTorch's defaults, plain and bf16 in one sweep, then the memory
+// comparison with the respawn latency. Each kind must come back with a
+// positive number; plain must run what it names (no optimization, batch 4).
 #include <filesystem>
 #include <regex>
 #include <set>
+#include <sstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -24,13 +26,15 @@ using nlohmann::json;
 using testing::corepool_cli;
 
 
-const std::vector<std::string> kKinds = {"ceiling-threads", "ceiling-processes", "thread", "process", "defaults"};
+const std::vector<std::string> kKinds = {"ceiling-threads", "ceiling-processes", "thread", "process", "defaults",
+                                         "plain", "bf16"};
 
 TEST(BenchKindsTest, EveryThroughputKindRunsAndReportsAPositiveRate) {
   testing::TempDir dir;
   const std::string model = testing::small_model_dir(dir);
   const auto r = corepool_cli({"bench", "--model", model, "--modes",
-                               "ceiling-threads,ceiling-processes,thread,process,defaults", "--worker-counts", "1",
+                               "ceiling-threads,ceiling-processes,thread,process,defaults,plain,bf16",
+                               "--worker-counts", "1",
                                "--intra-ops", "1", "--allocators", "system", "--audio-seconds", "5", "--repeats", "1",
                                "--no-pin", "--out", dir / "out"},
                               dir);
@@ -58,6 +62,11 @@ TEST(BenchKindsTest, EveryThroughputKindRunsAndReportsAPositiveRate) {
     EXPECT_GT(p.at("segments_per_s").get<double>(), 0) << p.dump();
     EXPECT_GT(p.at("latency_ms").at("p50").get<double>(), 0) << p.dump();
     EXPECT_GT(p.at("segments").get<double>(), 0) << p.dump();
+    EXPECT_GE(p.at("batch").get<int>(), 1) << p.dump();
+    if (p.at("kind") == "plain") {
+      EXPECT_EQ(p.at("optimize"), "none") << p.dump();
+      EXPECT_EQ(p.at("batch"), 4) << p.dump();
+    }
   }
   EXPECT_EQ(json_kinds, std::set<std::string>(kKinds.begin(), kKinds.end()));
   // stdout: one progress line per point with its rate.
@@ -74,9 +83,9 @@ TEST(BenchKindsTest, TheMemoryComparisonAndTheRespawnLatencyPrintTheirNumbers) {
   const std::string model = testing::small_model_dir(dir);
   const auto r = corepool_cli({"bench", "--memory", "--respawn", "--model", model, "--worker-counts", "1,2"}, dir);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  // A row per worker count: shared PSS, naive PSS (MB) and their ratio.
+  // A row per worker count: the batch, shared PSS, naive PSS (MB) and their ratio.
   for (const std::string n : {"1", "2"}) {
-    const std::regex row("\\n +" + n + " +([0-9.]+) +([0-9.]+) +([0-9.]+) ");
+    const std::regex row("\\n +" + n + " +[0-9]+ +([0-9.]+) +([0-9.]+) +([0-9.]+) ");
     std::smatch m;
     ASSERT_TRUE(std::regex_search(r.out, m, row)) << "no row for " << n << " workers in\n" << r.out;
     EXPECT_GT(std::stod(m[1]), 0) << m[0];
@@ -86,11 +95,17 @@ TEST(BenchKindsTest, TheMemoryComparisonAndTheRespawnLatencyPrintTheirNumbers) {
   std::smatch m;
   ASSERT_TRUE(std::regex_search(r.out, m, std::regex("weights: ([0-9.]+) MB"))) << r.out;
   EXPECT_GT(std::stod(m[1]), 0);
-  const std::regex respawn("10 kills: median ([0-9.]+) ms, min ([0-9.]+) ms, max ([0-9.]+) ms");
+  const std::regex respawn("20 kills: median ([0-9.]+) ms, min ([0-9.]+) ms, max ([0-9.]+) ms");
   ASSERT_TRUE(std::regex_search(r.out, m, respawn)) << r.out;
   EXPECT_GT(std::stod(m[1]), 0);
   EXPECT_LE(std::stod(m[2]), std::stod(m[1]));
   EXPECT_LE(std::stod(m[1]), std::stod(m[3]));
+  // Every kill is printed, in order: 20 figures.
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("each kill, in order \\(ms\\):(( [0-9.]+)+)\\n"))) << r.out;
+  std::stringstream each(m[1].str());
+  int kills = 0;
+  for (double v; each >> v; ++kills) EXPECT_GT(v, 0);
+  EXPECT_EQ(kills, 20);
 }
 
 }  // namespace

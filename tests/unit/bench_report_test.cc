@@ -89,6 +89,19 @@ TEST(BenchReportTest, VerdictNamesEachRatioAndItsReference) {
   EXPECT_TRUE(has_line(lines, "best pipeline configuration: process w2 intra 1 jemalloc"));
 }
 
+TEST(BenchReportTest, VerdictPrintsEveryDefaultKindAgainstPlainAndProcessModeAgainstTheThreadCeiling) {
+  const std::vector<PointSummary> points = {
+      point("plain", 2, 1, 5.0), point("thread", 2, 1, 2.0), point("process", 2, 1, 2.5),
+      point("bf16", 2, 1, 1.25), point("ceiling-threads", 2, 1, 2.0), point("ceiling-processes", 2, 1, 2.5)};
+  const auto lines = verdict(points, 2);
+  EXPECT_TRUE(has_line(lines, "thread (, batch 0) gives 2.50x the throughput of plain (none, batch 4) at 2 worker(s)"));
+  EXPECT_TRUE(has_line(lines, "process (, batch 0) gives 2.00x the throughput of plain"));
+  EXPECT_TRUE(has_line(lines, "bf16 (, batch 0) gives 4.00x the throughput of plain (none, batch 4) at 2 worker(s) "
+                              "(target >= 2.8)"));
+  EXPECT_TRUE(has_line(lines, "process mode reaches 0.80 of the bare thread ceiling at 2 worker(s)"));
+  EXPECT_TRUE(has_line(lines, "the process ceiling is 0.80x the thread ceiling at 2 worker(s)"));
+}
+
 class BenchOutputTest : public testing::ScratchDirTest {};
 
 TEST_F(BenchOutputTest, CsvHasAHeaderAndOneRowPerConfiguration) {
@@ -102,7 +115,10 @@ TEST_F(BenchOutputTest, CsvHasAHeaderAndOneRowPerConfiguration) {
   EXPECT_NE(rows[2].find("one segment, submit to result"), std::string::npos);
   EXPECT_NE(rows[0].find(",jemalloc_allocated_mb,jemalloc_active_mb,jemalloc_resident_mb,jemalloc_mapped_mb"),
             std::string::npos);
-  EXPECT_EQ(rows[2].substr(rows[2].size() - 16), ",3.0,4.0,5.0,6.0");
+  // The jemalloc figures, then engine.optimize and the batch the point ran at
+  // (none recorded in these runs: empty and 0).
+  EXPECT_EQ(rows[2].substr(rows[2].size() - 19), ",3.0,4.0,5.0,6.0,,0");
+  EXPECT_EQ(rows[0].substr(rows[0].size() - 15), ",optimize,batch");
 }
 
 TEST_F(BenchOutputTest, GnuplotDrawsEveryPlotThePointsAllow) {

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# `make bench-all`: reruns the tables of bench/RESULTS.md in sequence and writes
+# each one's output to $BUILD/bench-all/NN-name.txt, headed by the commit
+# (short hash, "-dirty" if the tree had changes), the date and the exact command,
+# so that a table pasted into RESULTS.md names what it was measured with.
+# Not part of `make test`. 16 min (949 s) on 2 shared cpus; FULL=1 adds the full sweep
+# and the two-hour soak (about 35 min more).
+set -euo pipefail
+
+BUILD=${BUILD:-build}
+OUT=$BUILD/bench-all
+COREPOOL=$BUILD/supervisor/corepool
+CNN10=$BUILD/models/cnn10
+mkdir -p "$OUT"
+
+commit=$(git rev-parse --short HEAD)
+if [ -n "$(git status --porcelain --untracked-files=no)" ]; then commit="$commit-dirty"; fi
+step=0
+
+# run NAME COMMAND...: one table. The header lines are what RESULTS.md quotes.
+run() {
+  local name=$1
+  shift
+  step=$((step + 1))
+  local file
+  file=$(printf '%s/%02d-%s.txt' "$OUT" "$step" "$name")
+  local started=$SECONDS
+  {
+    echo "commit: $commit"
+    echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "command: $*"
+    echo
+  } >"$file"
+  echo "== $name: $*"
+  "$@" 2>&1 | tee -a "$file"
+  echo "took $((SECONDS - started)) s" | tee -a "$file"
+}
+
+total_started=$SECONDS
+
+# The targets of issue 15 in one run: every kind against `plain` and the ceilings, 1 and 2 workers.
+run throughput "$COREPOOL" --log-level warn bench --model "$CNN10" \
+  --modes plain,thread,process,bf16,ceiling-threads,ceiling-processes --worker-counts 1,2 --intra-ops 1 \
+  --allocators jemalloc --repeats 3 --audio-seconds 60 --out "$OUT/throughput"
+run bf16-agreement-default "$COREPOOL" --log-level warn bench --bf16-agreement --model models/default
+run bf16-agreement-cnn10 "$COREPOOL" --log-level warn bench --bf16-agreement --model "$CNN10"
+
+# The sweep (every kind, workers, intra-op, allocators): quick here, full with FULL=1.
+run sweep-quick "$COREPOOL" --log-level warn bench --quick --model "$CNN10" --out "$OUT/sweep-quick"
+if [ "${FULL:-0}" = 1 ]; then
+  run sweep-full "$COREPOOL" --log-level warn bench --intra-ops 1,2,4 --model "$CNN10" --out "$OUT/sweep-full"
+fi
+
+run tune "$COREPOOL" --log-level warn tune --mode process --model "$CNN10" --p99-ms 300 \
+  --worker-counts 1,2 --intra-ops 1 --max-batches 1,4,8
+
+# Memory (shared vs naive) and respawn with the 316 MB model.
+"$BUILD/models/corepool-gen-model" --out "$BUILD/bench-model" --width 8 --hidden 1200000 >/dev/null
+run memory-respawn "$COREPOOL" --log-level warn bench --memory --respawn --model "$BUILD/bench-model" \
+  --worker-counts 1,2,4,8
+
+run ring "$BUILD/bench/corepool-ring-bench"
+
+"$BUILD/models/corepool-gen-model" --out "$BUILD/tiny-model" --width 4 >/dev/null
+run serve "$BUILD/bench/corepool-serve-bench" --corepool "$COREPOOL" --model "$CNN10" --latency-model "$BUILD/tiny-model"
+
+if [ "${FULL:-0}" = 1 ]; then
+  run soak "$BUILD/bench/corepool-soak-bench" --corepool "$COREPOOL" --model "$CNN10" --out "$BUILD/soak"
+fi
+
+# The default tagger's table: held-out accuracy, and its forward() cost against CNN10.
+run tagger-accuracy "$BUILD/tests/corepool_engine_tests" --gtest_filter='TaggerTest.*'
+run tagger-cost-default "$COREPOOL" --log-level warn bench --model models/default --modes ceiling-threads,thread \
+  --worker-counts 1 --intra-ops 1 --allocators jemalloc --repeats 3 --audio-seconds 30 --out "$OUT/tagger-default"
+run tagger-cost-cnn10 "$COREPOOL" --log-level warn bench --model "$CNN10" --modes ceiling-threads,thread \
+  --worker-counts 1 --intra-ops 1 --allocators jemalloc --repeats 3 --audio-seconds 30 --out "$OUT/tagger-cnn10"
+
+echo "bench-all: $step tables in $((SECONDS - total_started)) s at $commit; outputs in $OUT/"
