@@ -68,6 +68,23 @@ if [ "${FULL:-0}" = 1 ]; then
   run soak "$BUILD/bench/corepool-soak-bench" --corepool "$COREPOOL" --model "$CNN10" --out "$BUILD/soak"
 fi
 
+# `corepool batch` on 10 minutes of 44.1 kHz audio with the default tagger:
+# the engine and defaults before issue 15 (optimize none, max_batch 4) against
+# today's defaults, both modes; x real time is on each run's last line.
+"$BUILD/tools/corepool-gen-audio" --sections tone:60,noise:60,chord:60,silence:60,noise:60 --rate 44100 \
+  --repeat 2 --out "$BUILD/ten-minutes.wav" >/dev/null
+batch_xrt() {
+  for mode in thread process; do
+    for flags in "--optimize none --max-batch 4" ""; do
+      echo "-- $mode ${flags:-(defaults)}"
+      # shellcheck disable=SC2086
+      "$COREPOOL" --log-level info batch --mode "$mode" $flags --force --no-progress --out "$OUT/batch-out" \
+        "$BUILD/ten-minutes.wav" 2>&1 | grep -E "engine plan|file\(s\) done"
+    done
+  done
+}
+run batch-ten-minutes batch_xrt
+
 # The default tagger's table: held-out accuracy, and its forward() cost against CNN10.
 run tagger-accuracy "$BUILD/tests/corepool_engine_tests" --gtest_filter='TaggerTest.*'
 run tagger-cost-default "$COREPOOL" --log-level warn bench --model models/default --modes ceiling-threads,thread \
