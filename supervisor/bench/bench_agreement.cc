@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "supervisor/bench/bench_agreement.h"
+
 #include "audio/segmenter.h"
 #include "models/train/tagger_data.h"
 #include "supervisor/bench/bench.h"
@@ -16,12 +18,6 @@
 
 namespace corepool {
 namespace {
-
-struct Agreement {
-  uint64_t segments = 0;
-  uint64_t labels = 0, equal = 0;  // thresholded labels, per segment per label
-  double max_diff = 0;             // max |bf16 score - fp32 score|
-};
 
 // Both engines on the same items, in batches of 16.
 void compare(Engine& fp32, Engine& bf16, const std::vector<BatchItem>& items, const ModelConfig& cfg,
@@ -56,7 +52,7 @@ std::vector<std::vector<float>> demo_segments(const ModelConfig& cfg) {
 
 void print(const char* what, const Agreement& a) {
   std::printf("  %-34s %5llu segments: labels agree %.4f (%llu of %llu), max |score difference| %.4f\n", what,
-              static_cast<unsigned long long>(a.segments), a.labels ? double(a.equal) / a.labels : 0.0,
+              static_cast<unsigned long long>(a.segments), a.share(),
               static_cast<unsigned long long>(a.equal), static_cast<unsigned long long>(a.labels), a.max_diff);
 }
 
@@ -69,19 +65,19 @@ std::shared_ptr<const LoadedModel> optimized(const std::string& dir, const std::
 
 }  // namespace
 
-ExitCode run_bf16_agreement(const BenchOptions& o) {
-  const auto fp32_model = optimized(o.model_dir, "onednn");
-  const auto bf16_model = optimized(o.model_dir, "bf16");
+Bf16Agreement measure_bf16_agreement(const std::string& dir) {
+  const auto fp32_model = optimized(dir, "onednn");
+  const auto bf16_model = optimized(dir, "bf16");
   const ModelConfig& cfg = fp32_model->config;
   Engine fp32(fp32_model), bf16(bf16_model);
-  std::printf("bf16 vs fp32 (onednn), model %s:\n", o.model_dir.c_str());
-  bool tagger = true;
+  Bf16Agreement r;
+  r.tagger = true;
   try {
-    train::tagger_contract(o.model_dir + "/model.toml");
+    train::tagger_contract(dir + "/model.toml");
   } catch (const std::exception&) {
-    tagger = false;  // not the tagger's contract: its held-out set means nothing to this model
+    r.tagger = false;  // not the tagger's contract: its held-out set means nothing to this model
   }
-  if (tagger) {
+  if (r.tagger) {
     // As tests/engine/tagger_test.cc: held-out voices, seed 77, 100 per class.
     const train::Dataset held = train::make_dataset(cfg, synth::Split::kHeldOutVoices, 77, 100);
     const torch::Tensor x = held.x.contiguous();
@@ -89,16 +85,20 @@ ExitCode run_bf16_agreement(const BenchOptions& o) {
     for (int64_t i = 0; i < x.size(0); ++i) {
       items.push_back({x.data_ptr<float>() + i * static_cast<int64_t>(cfg.item_floats()), TaskInput::kModelInput});
     }
-    Agreement a;
-    compare(fp32, bf16, items, cfg, a);
-    print("held-out set (voices, seed 77)", a);
+    compare(fp32, bf16, items, cfg, r.held_out);
   }
   const auto segments = demo_segments(cfg);
   std::vector<BatchItem> items;
   for (const auto& s : segments) items.push_back({s.data(), TaskInput::kPcm});
-  Agreement a;
-  compare(fp32, bf16, items, cfg, a);
-  print("demo audio (corepool-gen-audio --demo)", a);
+  compare(fp32, bf16, items, cfg, r.demo);
+  return r;
+}
+
+ExitCode run_bf16_agreement(const BenchOptions& o) {
+  const Bf16Agreement r = measure_bf16_agreement(o.model_dir);
+  std::printf("bf16 vs fp32 (onednn), model %s:\n", o.model_dir.c_str());
+  if (r.tagger) print("held-out set (voices, seed 77)", r.held_out);
+  print("demo audio (corepool-gen-audio --demo)", r.demo);
   return ExitCode::kOk;
 }
 

@@ -18,18 +18,9 @@ namespace corepool {
 CheckResult plan_check(const std::shared_ptr<const LoadedModel>& model, const std::string& optimize, int max_batch,
                        EnginePlan& plan);
 
-struct Bf16Agreement {
-  size_t segments = 0;
-  double label_agreement = 0;  // share of (segment, label) decisions equal at the model's thresholds
-  double max_difference = 0;   // max |bf16 - fp32| over every score
-};
-
-// bf16 vs onednn (fp32) on two fresh loads of `dir`, over the tagger's held-out
-// set (12 segments a class) and the demo file's segments. Throws what loading,
-// synthesis (espeak-ng) or forward() throws.
-Bf16Agreement measure_bf16_agreement(const std::string& dir);
-
-// "bf16": OK with the agreement when labels agree on >= 99 %, else WARN.
+// "bf16": bf16 vs fp32 as `corepool bench --bf16-agreement` measures it
+// (supervisor/bench/bench_agreement.h); OK when labels agree on >= 99 % of the
+// held-out and demo decisions together, else WARN.
 CheckResult bf16_check(const std::string& dir);
 
 }  // namespace corepool
