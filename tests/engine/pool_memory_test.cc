@@ -35,11 +35,18 @@ constexpr const char* kNaiveEnv = "COREPOOL_TEST_PSS_NAIVE";
 constexpr const char* kOptimizeEnv = "COREPOOL_TEST_PSS_OPTIMIZE";
 
 // Pss of a process in kB, from /proc/PID/smaps_rollup; -1 if unreadable.
+// Anonymous and shared-memory pages only (Pss_Anon + Pss_Shmem): the heaps,
+// the weight segment or arena, the rings. File-backed pages (LibTorch's code)
+// are shared with every other process that maps the same library, so their
+// share moves with whatever else runs on the machine (ctest -j2 runs other
+// tests beside this one) and says nothing about the pool.
 long pss_kb(int pid) {
+  long anon = -1, shmem = -1;
   for (const auto& line : testing::lines_of(testing::read_file("/proc/" + std::to_string(pid) + "/smaps_rollup"))) {
-    if (line.rfind("Pss:", 0) == 0) return std::atol(line.c_str() + 4);
+    if (line.rfind("Pss_Anon:", 0) == 0) anon = std::atol(line.c_str() + 9);
+    if (line.rfind("Pss_Shmem:", 0) == 0) shmem = std::atol(line.c_str() + 10);
   }
-  return -1;
+  return anon < 0 || shmem < 0 ? -1 : anon + shmem;
 }
 
 struct Measured {
