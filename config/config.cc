@@ -81,6 +81,15 @@ void read_serve(TomlReader& reader, Config& config) {
   config.audio_threads = reader.get_int("serve.audio_threads", config.audio_threads, 1, 64);
   config.retry_after_s = reader.get_int("serve.retry_after_s", config.retry_after_s, 1, 3600);
   config.request_timeout_s = reader.get_int("serve.request_timeout_s", config.request_timeout_s, 0, 86400);
+  config.grpc_listen = reader.get_string("serve.grpc_listen", config.grpc_listen);
+  if (!config.grpc_listen.empty()) {
+    if (std::string problem = host_port_problem(config.grpc_listen, unused); !problem.empty()) {
+      reader.fail("serve.grpc_listen", problem);
+    }
+  }
+  config.grpc_max_message_mb = reader.get_int("serve.grpc_max_message_mb", config.grpc_max_message_mb, 1, 2047);
+  config.allow_client_shm = reader.get_bool("serve.allow_client_shm", config.allow_client_shm);
+  config.client_shm_group = reader.get_string("serve.client_shm_group", config.client_shm_group);
 }
 
 }  // namespace

@@ -44,6 +44,10 @@ struct Config {
   int audio_threads = 1;                  // threads decoding audio request bodies
   int retry_after_s = 1;                  // Retry-After of a 503 for a full queue
   int request_timeout_s = 60;             // an infer request unanswered this long gets 504; 0 = no deadline
+  std::string grpc_listen = "127.0.0.1:8001";  // gRPC (KServe v2 / Triton) "host:port"; "" = no gRPC
+  int grpc_max_message_mb = 64;           // a gRPC message over this is refused (RESOURCE_EXHAUSTED)
+  bool allow_client_shm = false;          // Triton's system shared memory extension (off, as Triton ships it)
+  std::string client_shm_group;           // regions owned by this group are accepted too; "" = our uid only
   // [log]
   std::string log_level = "info";  // trace | debug | info | warn | error | off
 };

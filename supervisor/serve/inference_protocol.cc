@@ -31,6 +31,18 @@ const json& member(const json& obj, const char* key, const std::string& where) {
   return *it;
 }
 
+// `dims` checked against [B, item_shape...]; returns B.
+int64_t check_dims(const std::vector<int64_t>& dims, const ModelConfig& model, int64_t max_batch,
+                   const std::string& where) {
+  const std::vector<int64_t> item = model.item_shape();
+  bool ok = dims.size() == item.size() + 1 && dims[0] >= 1 && dims[0] <= max_batch;
+  for (size_t i = 0; ok && i < item.size(); ++i) ok = dims[i + 1] == item[i];
+  if (!ok) {
+    throw ProtocolError(where + ".shape: expected " + expected_shape(model, max_batch) + ", got " + shape_text(dims));
+  }
+  return dims[0];
+}
+
 // The shape of inputs[0], checked against [B, item_shape...]; returns B.
 int64_t check_shape(const json& input, const ModelConfig& model, int64_t max_batch) {
   const json& shape = member(input, "shape", "inputs[0]");
@@ -40,14 +52,17 @@ int64_t check_shape(const json& input, const ModelConfig& model, int64_t max_bat
     if (!d.is_number_integer()) throw ProtocolError("inputs[0].shape: must be an array of integers");
     dims.push_back(d.get<int64_t>());
   }
-  const std::vector<int64_t> item = model.item_shape();
-  bool ok = dims.size() == item.size() + 1 && dims[0] >= 1 && dims[0] <= max_batch;
-  for (size_t i = 0; ok && i < item.size(); ++i) ok = dims[i + 1] == item[i];
-  if (!ok) {
-    throw ProtocolError("inputs[0].shape: expected " + expected_shape(model, max_batch) + ", got " +
-                        shape_text(dims));
+  return check_dims(dims, model, max_batch, "inputs[0]");
+}
+
+// Little-endian FP32 bytes, every value finite.
+std::vector<float> floats_of(std::string_view bytes, const std::string& where) {
+  std::vector<float> flat(bytes.size() / sizeof(float));
+  std::memcpy(flat.data(), bytes.data(), flat.size() * sizeof(float));  // x86-64 and aarch64 are little-endian
+  for (size_t i = 0; i < flat.size(); ++i) {
+    if (!std::isfinite(flat[i])) throw ProtocolError(where + ": element " + std::to_string(i) + " is not finite");
   }
-  return dims[0];
+  return flat;
 }
 
 void check_datatype(const json& input) {
@@ -183,12 +198,32 @@ InferRequest parse_binary_infer_request(std::string_view body, size_t json_bytes
                         " bytes declared, " + std::to_string(data.size()) + " sent, the shape needs " +
                         std::to_string(want * sizeof(float)));
   }
-  std::vector<float> flat(want);
-  std::memcpy(flat.data(), data.data(), data.size());  // x86-64 and aarch64 are little-endian
-  for (size_t i = 0; i < flat.size(); ++i) {
-    if (!std::isfinite(flat[i])) throw ProtocolError("inputs[0]: element " + std::to_string(i) + " is not finite");
+  return split(std::move(header), floats_of(data, "inputs[0]"), model.item_floats());
+}
+
+int64_t check_tensor_header(const TensorHeader& header, const ModelConfig& model, int64_t max_batch,
+                            const std::string& where) {
+  if (header.name != kInputName) {
+    throw ProtocolError(where + ".name: the model's input is named \"" + std::string(kInputName) + "\", got \"" +
+                        header.name + "\"");
   }
-  return split(std::move(header), std::move(flat), model.item_floats());
+  if (header.datatype != "FP32") {
+    throw ProtocolError(where + ".datatype: \"" + header.datatype + "\"; raw tensor data must be FP32");
+  }
+  return check_dims(header.shape, model, max_batch, where);
+}
+
+InferRequest items_from_fp32_bytes(std::string id, int64_t batch, std::string_view bytes, const ModelConfig& model,
+                                   const std::string& where) {
+  const size_t want = static_cast<size_t>(batch * model.item_floats()) * sizeof(float);
+  if (bytes.size() != want) {
+    throw ProtocolError(where + ": " + std::to_string(bytes.size()) + " bytes of data, the shape needs " +
+                        std::to_string(want) + " (FP32)");
+  }
+  Header header;
+  header.id = std::move(id);
+  header.batch = batch;
+  return split(std::move(header), floats_of(bytes, where), model.item_floats());
 }
 
 std::string infer_response(const ModelConfig& model, const std::string& id,

@@ -44,6 +44,26 @@ InferRequest parse_infer_request(std::string_view body, const ModelConfig& model
 InferRequest parse_binary_infer_request(std::string_view body, size_t json_bytes, const ModelConfig& model,
                                         int64_t max_batch);
 
+// One input tensor's header as carriers other than a JSON body give it (gRPC,
+// client shared memory): checked against the model like the JSON path.
+struct TensorHeader {
+  std::string name;
+  std::string datatype;
+  std::vector<int64_t> shape;
+};
+
+// Checks name ("input"), datatype (FP32 only: these carriers hold raw bytes)
+// and shape ([B, item_shape...], 1 <= B <= max_batch); returns B. Throws
+// ProtocolError whose message starts with `where` ("inputs[0].shape: ...").
+int64_t check_tensor_header(const TensorHeader& header, const ModelConfig& model, int64_t max_batch,
+                            const std::string& where);
+
+// `bytes` of little-endian FP32 (gRPC raw_input_contents, a shm region) as
+// `batch` items; throws ProtocolError (naming `where`) on a size that does not
+// match batch * item_floats() * 4 or a value that is not finite.
+InferRequest items_from_fp32_bytes(std::string id, int64_t batch, std::string_view bytes, const ModelConfig& model,
+                                   const std::string& where);
+
 // {"model_name", "model_version", "id"?, "outputs": [{"name": "scores",
 // "datatype": "FP32", "shape": [B, labels], "data": [...]}]}.
 std::string infer_response(const ModelConfig& model, const std::string& id,

@@ -74,6 +74,10 @@ void expect_same(const Config& actual, const Config& expected) {
   EXPECT_EQ(actual.max_audio_requests, expected.max_audio_requests);
   EXPECT_EQ(actual.audio_threads, expected.audio_threads);
   EXPECT_EQ(actual.retry_after_s, expected.retry_after_s);
+  EXPECT_EQ(actual.grpc_listen, expected.grpc_listen);
+  EXPECT_EQ(actual.grpc_max_message_mb, expected.grpc_max_message_mb);
+  EXPECT_EQ(actual.allow_client_shm, expected.allow_client_shm);
+  EXPECT_EQ(actual.client_shm_group, expected.client_shm_group);
 }
 
 TEST_F(ConfigTest, ShippedDefaultsFileLoadsToExactlyTheBuiltInDefaults) {
@@ -91,7 +95,8 @@ TEST_F(ConfigTest, ShippedDefaultsFileSetsEveryKeyItDocuments) {
                           "listen =", "unix_socket =", "unix_socket_group =", "max_body_mb =", "max_connections =",
                           "idle_timeout_s =", "header_timeout_s =", "body_timeout_s =",
                           "drain_timeout_s =", "max_audio_requests =", "audio_threads =",
-                          "retry_after_s =", "max_requests =", "max_rss_mb =", "request_timeout_s ="}) {
+                          "retry_after_s =", "max_requests =", "max_rss_mb =", "request_timeout_s =",
+                          "grpc_listen =", "grpc_max_message_mb =", "allow_client_shm =", "client_shm_group ="}) {
     EXPECT_NE(text.find(std::string("\n") + key), std::string::npos) << key;
   }
 }
@@ -134,6 +139,10 @@ max_audio_requests = 9
 audio_threads = 2
 retry_after_s = 4
 request_timeout_s = 30
+grpc_listen = "0.0.0.0:9001"
+grpc_max_message_mb = 16
+allow_client_shm = true
+client_shm_group = "corepool-clients"
 [log]
 level = "debug"
 )"));
@@ -164,6 +173,10 @@ level = "debug"
   expected.max_requests = 1000;
   expected.max_rss_mb = 2048;
   expected.request_timeout_s = 30;
+  expected.grpc_listen = "0.0.0.0:9001";
+  expected.grpc_max_message_mb = 16;
+  expected.allow_client_shm = true;
+  expected.client_shm_group = "corepool-clients";
   expected.out_dir = "/tmp/out";
   expected.force = true;
   expected.log_level = "debug";

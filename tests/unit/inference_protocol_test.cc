@@ -3,6 +3,7 @@
 // the same, binary data is checked byte for byte, paths parse strictly.
 #include "supervisor/serve/inference_protocol.h"
 
+#include <cmath>
 #include <cstring>
 
 #include <gmock/gmock.h>
@@ -96,6 +97,44 @@ TEST(InferenceProtocolTest, BinaryDataIsReadAfterTheJsonHeader) {
   EXPECT_THROW(parse_binary_infer_request(body, body.size() + 1, waveform_model(), 8), ProtocolError);
   EXPECT_THROW(parse_binary_infer_request(body, 3, waveform_model(), 8), ProtocolError);
   EXPECT_THROW(parse_infer_request(text, waveform_model(), 8), ProtocolError);  // binary without the header
+}
+
+std::string header_error(const TensorHeader& h, int64_t max_batch = 8) {
+  try {
+    check_tensor_header(h, waveform_model(), max_batch, "inputs[0]");
+  } catch (const ProtocolError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(InferenceProtocolTest, TensorHeadersFromOtherCarriersAreCheckedLikeJson) {
+  EXPECT_EQ(check_tensor_header({"input", "FP32", {3, 4}}, waveform_model(), 8, "inputs[0]"), 3);
+  EXPECT_THAT(header_error({"x", "FP32", {1, 4}}), HasSubstr("inputs[0].name: the model's input is named \"input\""));
+  EXPECT_THAT(header_error({"input", "INT32", {1, 4}}), HasSubstr("inputs[0].datatype: \"INT32\""));
+  EXPECT_THAT(header_error({"input", "FP32", {1, 5}}), HasSubstr("inputs[0].shape: expected [B, 4] with B = 1..8, got [1, 5]"));
+  EXPECT_THAT(header_error({"input", "FP32", {9, 4}}), HasSubstr("got [9, 4]"));
+  EXPECT_THAT(header_error({"input", "FP32", {0, 4}}), HasSubstr("got [0, 4]"));
+  EXPECT_THAT(header_error({"input", "FP32", {4}}), HasSubstr("got [4]"));
+}
+
+TEST(InferenceProtocolTest, RawFp32BytesBecomeItemsAndAreCheckedByteForByte) {
+  const float values[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  const std::string bytes(reinterpret_cast<const char*>(values), sizeof(values));
+  const auto parsed = items_from_fp32_bytes("id7", 2, bytes, waveform_model(), "raw_input_contents[0]");
+  EXPECT_EQ(parsed.id, "id7");
+  ASSERT_EQ(parsed.items.size(), 2u);
+  EXPECT_EQ(parsed.items[1], std::vector<float>({5, 6, 7, 8}));
+  EXPECT_THROW(items_from_fp32_bytes("", 2, bytes.substr(1), waveform_model(), "w"), ProtocolError);
+  std::string nan_bytes = bytes;
+  const float nan = std::nanf("");
+  std::memcpy(nan_bytes.data() + 12, &nan, sizeof(nan));
+  try {
+    items_from_fp32_bytes("", 2, nan_bytes, waveform_model(), "raw_input_contents[0]");
+    ADD_FAILURE() << "a NaN was accepted";
+  } catch (const ProtocolError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("raw_input_contents[0]: element 3 is not finite"));
+  }
 }
 
 TEST(InferenceProtocolTest, ResponseAndMetadataFollowTheProtocol) {
