@@ -116,10 +116,13 @@ void roofline_lines(const Points& points, const std::string& alloc, int n, int u
                 (r.bf16_gflops > 0 ? format(" and %.1f GFLOP/s bf16 (AVX512_BF16)", r.bf16_gflops) : "") +
                 format(": at best %.2f ms per segment per core in fp32", gflop / r.fp32_gflops * 1e3) +
                 (r.bf16_gflops > 0 ? format(", %.2f ms in bf16", gflop / r.bf16_gflops * 1e3) : ""));
-  const PointSummary* plain = find_point(points, "plain", n, 1, alloc);
+  // One worker on one core where measured: two vCPUs may share a physical
+  // core, and the peak is one thread's.
+  const int w = find_point(points, "plain", 1, 1, alloc) ? 1 : n;
+  const PointSummary* plain = find_point(points, "plain", w, 1, alloc);
   double plain_share = 0;
   for (const char* kind : {"plain", "thread", "process", "ceiling-threads", "ceiling-processes", "bf16"}) {
-    const auto* p = find_point(points, kind, n, 1, alloc);
+    const auto* p = find_point(points, kind, w, 1, alloc);
     if (!p) continue;
     const bool bf16 = p->optimize == "bf16";
     const double peak = bf16 ? r.bf16_gflops : r.fp32_gflops;
