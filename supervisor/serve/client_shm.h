@@ -72,10 +72,11 @@ class ClientShmRegistry {
 
   // Opens `key` ("/name", as Triton's clients give it, or "name") O_RDWR and
   // keeps it open. Refused, with the registry unchanged: kPermissionDenied when
-  // disabled or when the object belongs to another uid and not to the allowed
-  // group; kAlreadyExists for a registered name; kInvalidArgument for a
-  // malformed or missing key (the key in the message), a byte_size of 0, or
-  // offset + byte_size past the object's current size.
+  // disabled, when the object belongs to another uid and not to the allowed
+  // group, or when we may not open it read-write; kAlreadyExists for a
+  // registered name; kInvalidArgument for a malformed or missing key (the key
+  // in the message), something other than a regular shm object, a byte_size
+  // of 0, or offset + byte_size past the object's current size.
   Status register_region(const std::string& name, const std::string& key, uint64_t offset, uint64_t byte_size);
   // Forgets `name` ("" = every region); requests holding a Region keep it.
   // An unknown name is kOk, as in Triton (clients unregister on cleanup).
