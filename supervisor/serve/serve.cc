@@ -221,7 +221,7 @@ ExitCode Server::start() {
   service_ = std::make_unique<ServeService>(*this, metrics_, config_.allow_client_shm);
   try {
     auto model = load_model(config_.model_dir);
-    current_ = std::make_shared<Generation>(++generations_, config_, std::move(model));
+    current_ = std::make_shared<Generation>(++generations_, config_, std::move(model), service_->statistics());
   } catch (const ModelError& e) {
     spdlog::error("model error: {}", e.what());
     return ExitCode::kModelError;
@@ -306,7 +306,7 @@ triton::Status Server::reload(const char* why, const std::string& engine_toml) {
     check_reloadable(config_, next);
     spdlog::set_level(spdlog::level::from_str(next.log_level));
     auto model = load_model(next.model_dir);
-    auto gen = std::make_shared<Generation>(generations_ + 1, next, std::move(model));
+    auto gen = std::make_shared<Generation>(generations_ + 1, next, std::move(model), service_->statistics());
     {
       std::lock_guard<std::mutex> lock(mu_);
       retired_.push_back(std::move(current_));
