@@ -383,7 +383,7 @@ ServeSnapshot Server::snapshot() {
   s.generation = gen->number();
   s.reloads_failed = reloads_failed_.load();
   s.timed_out = service_ ? service_->timed_out() : 0;
-  s.cancelled = service_ ? service_->cancelled() : 0;
+  s.cancelled = (service_ ? service_->cancelled() : 0) + (audio_ ? audio_->cancelled() : 0);
   s.results_dropped = gen->results_dropped();
   s.audio_pending = audio_ ? audio_->pending() : 0;
   s.memory.emplace_back("supervisor", read_process_memory(::getpid()));
