@@ -234,6 +234,7 @@ void AudioTagger::tag(Job& job) {
     std::vector<float> block;
     Segment segment;
     auto submit = [&] {
+      if (job.cancel->cancelled()) return;  // the client left: the rest is not worth running
       state->submitted();
       gen.executor().submit({id, segment.index, std::move(segment.samples)});
     };
