@@ -1,5 +1,6 @@
-// The serve lifecycle. Threads: this one (signals, reloads, retiring old
-// generations, systemd status), the HTTP loop (routes, watchdog ticks), the
+// The serve lifecycle. Threads: this one (signals, reloads: SIGHUP's and the
+// repository loads the service queues here, retiring old generations,
+// systemd status), the HTTP loop (routes, watchdog ticks), the
 // audio decoders, and the executor's own (engine threads, or the pool's loop
 // with its forked workers). Generations are shared_ptrs: requests in flight
 // hold theirs, and only this thread destroys one, once nothing else holds it.

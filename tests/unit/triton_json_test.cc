@@ -2,6 +2,7 @@
 // configuration (field by field, in protobuf's JSON mapping of
 // model_config.proto), the repository index entry and ModelStatistics'
 // counting and rendering (supervisor/serve/triton_*.cc, model_statistics.cc).
+#include <algorithm>
 #include <thread>
 #include <vector>
 
