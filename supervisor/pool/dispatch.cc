@@ -17,6 +17,19 @@ namespace {
 
 constexpr const char* kCancelled = "cancelled: the request's deadline passed";
 
+// What a worker wrote next to its result, with the queue time ours to compute
+// (a clock skew cannot go negative: a worker's bad number is clamped).
+SegmentTiming timing_of(const shm::SlotTiming& t, int64_t submitted_ns) {
+  SegmentTiming out;
+  out.queue_ns = t.taken_ns > submitted_ns ? static_cast<uint64_t>(t.taken_ns - submitted_ns) : 0;
+  out.input_ns = t.input_ns;
+  out.infer_ns = t.infer_ns;
+  out.output_ns = t.output_ns;
+  out.batch = std::min<uint32_t>(t.batch, shm::kMaxBatch);
+  out.batch_pos = t.batch_pos;
+  return out;
+}
+
 }  // namespace
 
 Dispatcher::Dispatcher(const ProcessPoolOptions& options, const shm::ChannelLayout& layout, uint32_t labels,
@@ -98,10 +111,11 @@ bool Dispatcher::drain_completions(Worker& w) {
     const char* slab = static_cast<const char*>(w.segment.data()) + layout_.slab_offset;
     shm::DecodedCompletion decoded = shm::decode_completion(done, slab, layout_, labels_);
     SegmentResult r{it->second.task.stream, it->second.task.index, std::move(decoded.scores),
-                    std::move(decoded.error)};
+                    std::move(decoded.error), {}};
     if (!decoded.problem.empty()) {
       r.error = "worker " + std::to_string(w.index) + " sent a corrupt completion: " + decoded.problem;
     }
+    if (r.error.empty()) r.timing = timing_of(decoded.timing, it->second.submitted_ns);
     in_flight_.erase(it);
     deliver(std::move(r));
   }
@@ -134,7 +148,7 @@ void Dispatcher::requeue_in_flight(Worker& w, const ExitVerdict& verdict, bool s
     Request req = std::move(it->second);
     in_flight_.erase(it);
     if (req.cancelled) {  // its request is answered already (deadline): nothing to run it for
-      deliver({req.task.stream, req.task.index, {}, kCancelled});
+      deliver({req.task.stream, req.task.index, {}, kCancelled, {}});
       continue;
     }
     const bool suspect = std::find(suspects.begin(), suspects.end(), id) != suspects.end();
@@ -159,7 +173,7 @@ bool Dispatcher::poisoned(Request& req, bool suspect, const std::string& how, bo
                 req.task.stream, req.kills, how);
   deliver({req.task.stream, req.task.index, {},
            "poison input: this segment was being processed by " + std::to_string(req.kills) +
-               " workers that died (last " + how + ")"});
+               " workers that died (last " + how + ")", {}});
   return true;
 }
 
@@ -183,14 +197,14 @@ void Dispatcher::apply_cancels(const std::vector<uint64_t>& streams) {
   }
   queue_.swap(kept);
   mirror_.count(&PoolCounters::cancelled, dropped.size());
-  for (Request& r : dropped) deliver({r.task.stream, r.task.index, {}, kCancelled});
+  for (Request& r : dropped) deliver({r.task.stream, r.task.index, {}, kCancelled, {}});
 }
 
 void Dispatcher::fail_all_queued(const std::string& why) {
   while (!queue_.empty()) {
     Request req = std::move(queue_.front());
     queue_.pop_front();
-    deliver({req.task.stream, req.task.index, {}, why});
+    deliver({req.task.stream, req.task.index, {}, why, {}});
   }
 }
 

@@ -29,12 +29,14 @@ struct InferRequest {
   std::string id;                   // echoed back when present
   int64_t batch = 0;                // items: the first dimension of the input's shape
   std::vector<std::vector<float>> items;  // batch x item_floats(), row-major
+  uint64_t timeout_us = 0;          // the request's "parameters": {"timeout": us} (Triton's); 0 = none
 };
 
 // Parses and checks a JSON infer request against the model: exactly one input
 // named "input" of datatype FP32 (FP64 and integer data are accepted and
 // converted), shape [B, item_shape...] with 1 <= B <= max_batch, data flat or
-// nested, every value a finite number, outputs (if asked) only "scores".
+// nested, every value a finite number, outputs (if asked) only "scores", and
+// parameters.timeout (if any) a count of microseconds.
 // Throws ProtocolError naming the field ("inputs[0].shape: ...").
 InferRequest parse_infer_request(std::string_view body, const ModelConfig& model, int64_t max_batch);
 
@@ -68,18 +70,40 @@ InferRequest items_from_fp32_bytes(std::string id, int64_t batch, std::string_vi
 // "datatype": "FP32", "shape": [B, labels], "data": [...]}]}.
 std::string infer_response(const ModelConfig& model, const std::string& id,
                            const std::vector<std::vector<float>>& scores);
+// The same from the model's name and label count (a triton::InferOutput).
+std::string infer_response(const std::string& model_name, const std::string& id,
+                           const std::vector<std::vector<float>>& scores, int64_t labels);
 
-std::string server_metadata(std::string_view version);
+// {"name": "corepool", "version", "extensions"}: the extensions that work.
+std::string server_metadata(std::string_view version,
+                            const std::vector<std::string>& extensions = {"binary_tensor_data"});
 std::string model_metadata(const ModelConfig& model);
 
 // "/v2/models/NAME/infer" -> {"NAME", "infer"}; "/v2/models/NAME" -> {"NAME", ""};
-// "/v2/models/NAME/versions/1/ready" -> {"NAME", "ready"} (version must be "1",
-// else std::nullopt like any other path that is not a model path).
+// "/v2/models/NAME/versions/V/ready" -> {"NAME", "ready", "V"}; std::nullopt for
+// any other path (an unknown action included). The caller checks the version.
 struct ModelPath {
   std::string name;
-  std::string action;  // "", "ready", "infer"
+  std::string action;  // "", "ready", "infer", "config", "stats"
   std::string version;  // "" unless the path named one
 };
 std::optional<ModelPath> parse_model_path(std::string_view path);
+
+// Triton's model repository extension: "/v2/repository/models/NAME/load" ->
+// {"NAME", "load"} (or "unload"); std::nullopt for any other path.
+struct RepositoryPath {
+  std::string model;
+  std::string action;  // "load" | "unload"
+};
+std::optional<RepositoryPath> parse_repository_path(std::string_view path);
+
+// Triton's system shared memory extension: "/v2/systemsharedmemory/status",
+// "/v2/systemsharedmemory/region/NAME/status|register|unregister",
+// "/v2/systemsharedmemory/unregister"; region "" = every region.
+struct ShmPath {
+  std::string region;
+  std::string action;  // "status" | "register" | "unregister"
+};
+std::optional<ShmPath> parse_shm_path(std::string_view path);
 
 }  // namespace corepool::oip
