@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -29,8 +31,28 @@ thread_local WeightArena* t_active = nullptr;
 // Every live arena, for the router's frees (few: one per process-mode model).
 std::mutex g_arenas_mu;
 std::vector<WeightArena*> g_arenas;
+// The address range spanning every live arena, so that the frees of ordinary
+// memory (every oneDNN scratch buffer of every forward) never take the lock:
+// a pointer outside it cannot be an arena's. An arena's span is published
+// before it allocates anything and withdrawn only after its last tensor is
+// gone (it outlives its module), so a stale bound never misroutes a free.
+std::atomic<uintptr_t> g_lo{UINTPTR_MAX};
+std::atomic<uintptr_t> g_hi{0};
+
+void update_span_locked() {
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  for (const WeightArena* a : g_arenas) {
+    const auto base = reinterpret_cast<uintptr_t>(a->base());
+    lo = std::min(lo, base);
+    hi = std::max(hi, base + a->capacity());
+  }
+  g_lo.store(lo, std::memory_order_release);
+  g_hi.store(hi, std::memory_order_release);
+}
 
 WeightArena* arena_of(const void* p) {
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  if (at < g_lo.load(std::memory_order_acquire) || at >= g_hi.load(std::memory_order_acquire)) return nullptr;
   std::lock_guard<std::mutex> lock(g_arenas_mu);
   for (WeightArena* a : g_arenas) {
     if (a->contains(p)) return a;
@@ -94,6 +116,7 @@ std::shared_ptr<WeightArena> WeightArena::create(size_t capacity) {
   std::shared_ptr<WeightArena> arena(new WeightArena(base, capacity));
   std::lock_guard<std::mutex> lock(g_arenas_mu);
   g_arenas.push_back(arena.get());
+  update_span_locked();
   return arena;
 }
 
@@ -105,6 +128,7 @@ WeightArena::~WeightArena() {
   {
     std::lock_guard<std::mutex> lock(g_arenas_mu);
     g_arenas.erase(std::remove(g_arenas.begin(), g_arenas.end(), this), g_arenas.end());
+    update_span_locked();
   }
   ::munmap(base_, capacity_);
 }

@@ -91,7 +91,14 @@ std::vector<SweepPoint> sweep_grid(const BenchOptions& o, int usable) {
 void report(const std::string& dir, const json& host, const std::vector<PointSummary>& points) {
   const int usable = host.at("usable_cpus");
   print_summary_table(points);
-  const auto lines = verdict(points, usable);
+  Roofline roofline;
+  if (const auto r = host.find("roofline"); r != host.end()) {
+    roofline.flop_per_segment = r->value("flop_per_segment", 0.0);
+    roofline.fp32_gflops = r->value("fp32_gflops", 0.0);
+    roofline.fp32_isa = r->value("fp32_isa", std::string());
+    roofline.bf16_gflops = r->value("bf16_gflops", 0.0);
+  }
+  const auto lines = verdict(points, usable, roofline);
   write_csv(dir + "/results.csv", points);
   write_json(dir + "/results.json", host, points, lines);
   const auto pngs = write_plots(dir, points, host.at("audio_seconds"), usable);
@@ -189,6 +196,8 @@ ExitCode run_bench(const BenchOptions& o) {
               o.max_batch == 0 ? "measured" : std::to_string(o.max_batch).c_str(), synth::duration_seconds(spec),
               grid.size(), o.repeats);
   resolve_batches(o, grid);
+  json roofline = json::parse(run_self({"--log-level", "warn", "bench", "--point", "roofline", "--model", o.model_dir}));
+  roofline.erase("kind");
   std::vector<std::vector<json>> runs(grid.size());
   for (int r = 0; r < o.repeats; ++r) {
     for (size_t k = 0; k < grid.size(); ++k) {
@@ -206,7 +215,7 @@ ExitCode run_bench(const BenchOptions& o) {
   std::vector<PointSummary> points;
   for (size_t i = 0; i < grid.size(); ++i) points.push_back(summarize(grid[i], runs[i], model->config.hop_seconds));
   const json host = {{"usable_cpus", budget.usable}, {"model", o.model_dir}, {"max_batch", o.max_batch}, {"optimize", o.optimize},
-                     {"audio_seconds", synth::duration_seconds(spec)}, {"repeats", o.repeats},
+                     {"audio_seconds", synth::duration_seconds(spec)}, {"repeats", o.repeats}, {"roofline", roofline},
                      {"latency", "pipeline kinds: one segment, submit to result, 2 x workers x batch in flight; "
                                  "ceilings: forward() of one batch"}};
   report(o.out_dir, host, points);

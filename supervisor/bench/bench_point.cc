@@ -20,6 +20,8 @@
 #include "supervisor/batch/batch.h"
 #include "supervisor/bench/bench.h"
 #include "supervisor/bench/bench_ceiling.h"
+#include "supervisor/bench/core_peak.h"
+#include "supervisor/bench/model_flops.h"
 #include "supervisor/bench/bench_stats.h"
 #include "supervisor/pool/executor_factory.h"
 #include "supervisor/bench/resource_probe.h"
@@ -187,12 +189,24 @@ ExitCode print_plan(const BenchOptions& o, const Config& config) {
   return ExitCode::kOk;
 }
 
+// The roofline's two figures, in a child of their own like every point: the
+// FLOP of the model as loaded (before any optimization), then the core's peak.
+ExitCode print_roofline(const BenchOptions& o) {
+  auto model = load_model(o.model_dir);
+  const double flop = count_flop_per_segment(*model);
+  const CorePeak peak = measure_core_peak();
+  std::printf("%s\n", json{{"kind", "roofline"}, {"flop_per_segment", flop}, {"fp32_gflops", peak.fp32_gflops},
+                           {"fp32_isa", peak.fp32_isa}, {"bf16_gflops", peak.bf16_gflops}}.dump().c_str());
+  return ExitCode::kOk;
+}
+
 }  // namespace
 
 ExitCode run_bench_point(const BenchOptions& o, const Config& config) {
   if (o.point == "memory") return run_memory_point(o, config);
   if (o.point == "respawn") return run_respawn_point(o, config);
   if (o.point == "plan") return print_plan(o, config);
+  if (o.point == "roofline") return print_roofline(o);
   const bool processes = o.point == "process" || o.point == "ceiling-processes";
   // A process kind forks after its supervisor optimized and calibrated the
   // model: one thread, before any op, so that no OpenMP pool exists at fork

@@ -5,6 +5,8 @@
 // points were not measured is left out, never guessed.
 #include "supervisor/bench/bench_verdict.h"
 
+#include <algorithm>
+
 #include "supervisor/bench/bench_queries.h"
 
 namespace corepool {
@@ -101,6 +103,45 @@ void allocator_costs(const Points& points, int n, Lines& out) {
   }
 }
 
+// Every kind against what one core can do at all: the model's FLOP per
+// segment (LibTorch's profiler) over the core's measured FMA peak. A kind at
+// 100 % cannot be made faster by any kernel, and the gain over plain any
+// engine could reach is bounded by how far below the peak plain runs.
+void roofline_lines(const Points& points, const std::string& alloc, int n, int usable, const Roofline& r,
+                    Lines& out) {
+  if (r.flop_per_segment <= 0 || r.fp32_gflops <= 0) return;
+  const double gflop = r.flop_per_segment / 1e9;
+  out.push_back(format("roofline: forward() costs %.3f GFLOP per segment; one core peaks at ", gflop) +
+                format("%.1f GFLOP/s fp32 (", r.fp32_gflops) + r.fp32_isa + " FMA, measured)" +
+                (r.bf16_gflops > 0 ? format(" and %.1f GFLOP/s bf16 (AVX512_BF16)", r.bf16_gflops) : "") +
+                format(": at best %.2f ms per segment per core in fp32", gflop / r.fp32_gflops * 1e3) +
+                (r.bf16_gflops > 0 ? format(", %.2f ms in bf16", gflop / r.bf16_gflops * 1e3) : ""));
+  // One worker on one core where measured: two vCPUs may share a physical
+  // core, and the peak is one thread's.
+  const int w = find_point(points, "plain", 1, 1, alloc) ? 1 : n;
+  const PointSummary* plain = find_point(points, "plain", w, 1, alloc);
+  double plain_share = 0;
+  for (const char* kind : {"plain", "thread", "process", "ceiling-threads", "ceiling-processes", "bf16"}) {
+    const auto* p = find_point(points, kind, w, 1, alloc);
+    if (!p) continue;
+    const bool bf16 = p->optimize == "bf16";
+    const double peak = bf16 ? r.bf16_gflops : r.fp32_gflops;
+    if (peak <= 0) continue;
+    const double cores = std::min<double>(p->point.workers, usable);
+    const double share = p->rate * gflop / (cores * peak);
+    if (p == plain) plain_share = share;
+    out.push_back(std::string(kind) + " (" + p->optimize + format(", batch %.0f)", p->batch) +
+                  format(" runs at %.0f%% of the ", share * 100) + (bf16 ? "bf16" : "fp32") +
+                  format(" peak of its %.0f core(s)", cores));
+  }
+  if (plain_share > 0) {
+    out.push_back(format("so on this CPU no fp32 engine can give more than %.2fx plain's throughput", 1 / plain_share) +
+                  (r.bf16_gflops > 0
+                       ? format(", and no bf16 engine more than %.2fx", r.bf16_gflops / r.fp32_gflops / plain_share)
+                       : std::string()));
+  }
+}
+
 void best_configuration(const Points& points, Lines& out) {
   const PointSummary* best = nullptr;
   for (const auto& p : points) {
@@ -114,12 +155,13 @@ void best_configuration(const Points& points, Lines& out) {
 
 }  // namespace
 
-std::vector<std::string> verdict(const std::vector<PointSummary>& points, int usable) {
+std::vector<std::string> verdict(const std::vector<PointSummary>& points, int usable, const Roofline& roofline) {
   Lines out;
   const std::string alloc = bench::main_allocator(points);
   const int n = bench::reference_workers(points, usable);
   const int m = bench::max_workers(points);
   plain_ratios(points, alloc, n, out);
+  roofline_lines(points, alloc, n, usable, roofline, out);
   mode_ratios(points, alloc, n, m, out);
   thread_scaling(points, alloc, m, out);
   intra_op_costs(points, alloc, m, out);

@@ -10,7 +10,16 @@
 
 namespace corepool {
 
+// The roofline of this run (core_peak.h, model_flops.h); zeros = not measured.
+struct Roofline {
+  double flop_per_segment = 0;  // forward() of one item, model as loaded
+  double fp32_gflops = 0;       // one core's measured peak
+  std::string fp32_isa;
+  double bf16_gflops = 0;       // 0: the CPU has no AVX512_BF16
+};
+
 // Plain-words findings: each ratio names its reference.
-std::vector<std::string> verdict(const std::vector<PointSummary>& points, int usable_cpus);
+std::vector<std::string> verdict(const std::vector<PointSummary>& points, int usable_cpus,
+                                 const Roofline& roofline = {});
 
 }  // namespace corepool
