@@ -325,15 +325,4 @@ std::optional<RepositoryPath> parse_repository_path(std::string_view path) {
   return RepositoryPath{(*parts)[0], (*parts)[1]};
 }
 
-std::optional<ShmPath> parse_shm_path(std::string_view path) {
-  const auto parts = parts_after(path, "/v2/systemsharedmemory/");
-  if (!parts) return std::nullopt;
-  if (parts->size() == 1 && ((*parts)[0] == "status" || (*parts)[0] == "unregister")) return ShmPath{"", (*parts)[0]};
-  if (parts->size() == 3 && (*parts)[0] == "region" &&
-      ((*parts)[2] == "status" || (*parts)[2] == "register" || (*parts)[2] == "unregister")) {
-    return ShmPath{(*parts)[1], (*parts)[2]};
-  }
-  return std::nullopt;
-}
-
 }  // namespace corepool::oip

@@ -97,13 +97,4 @@ struct RepositoryPath {
 };
 std::optional<RepositoryPath> parse_repository_path(std::string_view path);
 
-// Triton's system shared memory extension: "/v2/systemsharedmemory/status",
-// "/v2/systemsharedmemory/region/NAME/status|register|unregister",
-// "/v2/systemsharedmemory/unregister"; region "" = every region.
-struct ShmPath {
-  std::string region;
-  std::string action;  // "status" | "register" | "unregister"
-};
-std::optional<ShmPath> parse_shm_path(std::string_view path);
-
 }  // namespace corepool::oip

@@ -219,7 +219,8 @@ ExitCode Server::start() {
     spdlog::error("socket activation: {}", e.what());
     return ExitCode::kCannotListen;
   }
-  service_ = std::make_unique<ServeService>(*this, metrics_, config_.allow_client_shm);
+  service_ = std::make_unique<ServeService>(
+      *this, metrics_, triton::ClientShmOptions{config_.allow_client_shm, config_.client_shm_group});
   try {
     auto model = load_model(config_.model_dir);
     current_ = std::make_shared<Generation>(++generations_, config_, std::move(model), service_->statistics());

@@ -40,7 +40,7 @@ class Reply {
   void error(int status, const std::string& message, int retry_after_s = 0) const {
     HttpResponse r;
     r.status = status;
-    r.body = nlohmann::json{{"error", message}}.dump();
+    r.body = nlohmann::json{{"error", message}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // a raw path may not be UTF-8
     if (retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(retry_after_s));
     send(std::move(r));
   }

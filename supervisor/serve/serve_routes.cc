@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "supervisor/serve/client_shm_protocol.h"
 #include "supervisor/serve/inference_protocol.h"
 
 namespace corepool {
@@ -25,6 +26,30 @@ void method_not_allowed(const Reply& reply, const char* allow) {
   reply.send(std::move(r));
 }
 
+const char* shm_action_name(oip::ShmAction action) {
+  switch (action) {
+    case oip::ShmAction::kStatus: return "status";
+    case oip::ShmAction::kRegister: return "register";
+    case oip::ShmAction::kUnregister: return "unregister";
+  }
+  return "status";
+}
+
+// The answer of a request whose scores went to the client's region: the
+// output names where they are and carries no data (as Triton answers).
+std::string shm_infer_response(const triton::InferOutput& out) {
+  json o = {{"name", oip::kOutputName},
+            {"datatype", "FP32"},
+            {"shape", {out.batch, out.labels}},
+            {"parameters",
+             {{"shared_memory_region", out.output_shm->region},
+              {"shared_memory_byte_size", out.output_shm->byte_size}}}};
+  if (out.output_shm->offset != 0) o["parameters"]["shared_memory_offset"] = out.output_shm->offset;
+  json body = {{"model_name", out.model}, {"model_version", out.version}, {"outputs", json::array({o})}};
+  if (!out.id.empty()) body["id"] = out.id;
+  return body.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 std::string endpoint_of(const std::string& path) {
   if (path == "/v2/health/live") return "live";
   if (path == "/v2/health/ready") return "ready";
@@ -34,7 +59,13 @@ std::string endpoint_of(const std::string& path) {
   if (path == "/v2/models/stats") return "model_stats";
   if (path == "/v2/repository/index") return "repository_index";
   if (auto r = oip::parse_repository_path(path)) return "repository_" + r->action;
-  if (auto s = oip::parse_shm_path(path)) return "shm_" + s->action;
+  if (path.rfind("/v2/systemsharedmemory/", 0) == 0) {
+    try {
+      if (auto s = oip::parse_shm_path(path)) return std::string("shm_") + shm_action_name(s->action);
+    } catch (const oip::ProtocolError&) {
+      return "shm_invalid";  // a region name that does not decode: 400 from shared_memory()
+    }
+  }
   if (auto m = oip::parse_model_path(path)) {
     if (m->action.empty()) return "model_metadata";
     if (m->action == "infer") return "infer";
@@ -136,17 +167,36 @@ void ServeRoutes::infer(HttpRequest& request, const Reply& reply, const std::str
   input.protocol = "http";
   try {
     auto header = request.headers.find("inference-header-content-length");
-    if (header == request.headers.end()) {
-      input.tensor = oip::parse_infer_request(request.body, view.value.config, view.value.max_batch);
-    } else {
-      size_t json_bytes = 0;
+    const bool binary = header != request.headers.end();
+    size_t json_bytes = request.body.size();
+    if (binary) {
       try {
         json_bytes = std::stoul(header->second);
       } catch (const std::exception&) {
         throw oip::ProtocolError("Inference-Header-Content-Length: not a byte count: " + header->second);
       }
+      if (json_bytes > request.body.size()) {
+        throw oip::ProtocolError("Inference-Header-Content-Length: " + header->second + " is larger than the body (" +
+                                 std::to_string(request.body.size()) + " bytes)");
+      }
+    }
+    // Triton's system shared memory: the tensor is in the client's region,
+    // read by the service; the body holds the JSON alone.
+    oip::InferShm shm = oip::parse_infer_shm(std::string_view(request.body).substr(0, json_bytes));
+    if (shm.input_shm) {
+      if (json_bytes != request.body.size()) {
+        throw oip::ProtocolError("inputs[0].parameters.shared_memory_region: the input is in shared memory, yet " +
+                                 std::to_string(request.body.size() - json_bytes) + " bytes of binary data follow");
+      }
+      input.tensor.id = shm.id;
+      input.input_header = shm.input_header;
+      input.input_shm = shm.input_shm;
+    } else if (!binary) {
+      input.tensor = oip::parse_infer_request(request.body, view.value.config, view.value.max_batch);
+    } else {
       input.tensor = oip::parse_binary_infer_request(request.body, json_bytes, view.value.config, view.value.max_batch);
     }
+    input.output_shm = shm.output_shm;
   } catch (const oip::ProtocolError& e) {
     return reply.error(400, e.what());
   }
@@ -156,6 +206,7 @@ void ServeRoutes::infer(HttpRequest& request, const Reply& reply, const std::str
   }
   auto call = service_.infer(std::move(input), [reply, retry = retry_after_s_](triton::Status status,
                                                                                triton::InferOutput&& out) {
+    if (status.ok() && out.output_shm) return reply.json(200, shm_infer_response(out));
     if (status.ok()) return reply.json(200, oip::infer_response(out.model, out.id, out.scores, out.labels));
     fail_with(reply, status, retry);
   });
@@ -196,28 +247,29 @@ void ServeRoutes::repository(HttpRequest& request, const Reply& reply, const std
 }
 
 void ServeRoutes::shared_memory(HttpRequest& request, const Reply& reply, const std::string& path) {
-  const oip::ShmPath s = *oip::parse_shm_path(path);
-  if (s.action == "status") {
+  oip::ShmPath s;
+  try {
+    s = *oip::parse_shm_path(path);
+  } catch (const oip::ProtocolError& e) {
+    return reply.error(400, e.what());
+  }
+  if (s.action == oip::ShmAction::kStatus) {
     if (!is_get(request)) return method_not_allowed(reply, "GET");
     auto status = service_.shm_status_json(s.region);
     return status.status.ok() ? reply.json(200, std::move(status.value)) : fail(reply, status.status);
   }
   if (request.method != "POST") return method_not_allowed(reply, "POST");
-  if (s.action == "unregister") {
+  if (s.action == oip::ShmAction::kUnregister) {
     const triton::Status status = service_.shm_unregister(s.region);
     return status.ok() ? reply.json(200, "{}") : fail(reply, status);
   }
-  const auto body = object_body(request, reply);
-  if (!body) return;
-  const auto key = body->find("key");
-  const auto offset = body->find("offset");
-  const auto size = body->find("byte_size");
-  if (key == body->end() || !key->is_string()) return reply.error(400, "key: missing or not a string");
-  if (offset != body->end() && !offset->is_number_unsigned()) return reply.error(400, "offset: not a byte count");
-  if (size == body->end() || !size->is_number_unsigned()) return reply.error(400, "byte_size: missing or not a byte count");
-  const triton::Status status = service_.shm_register(s.region, key->get<std::string>(),
-                                                      offset == body->end() ? 0 : offset->get<uint64_t>(),
-                                                      size->get<uint64_t>());
+  oip::ShmRegisterBody body;
+  try {
+    body = oip::parse_shm_register_body(request.body);
+  } catch (const oip::ProtocolError& e) {
+    return reply.error(400, e.what());
+  }
+  const triton::Status status = service_.shm_register(s.region, body.key, body.offset, body.byte_size);
   status.ok() ? reply.json(200, "{}") : fail(reply, status);
 }
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
+#include "supervisor/serve/client_shm_io.h"
 #include "supervisor/serve/inference_protocol.h"
 #include "supervisor/serve/triton_json.h"
 
@@ -97,8 +98,18 @@ Deadline deadline_of(const Generation& gen, std::optional<ServeInferCall::Clock:
 
 }  // namespace
 
-ServeService::ServeService(ServeHost& host, ServeMetrics& metrics, bool allow_client_shm)
-    : host_(host), metrics_(metrics), allow_client_shm_(allow_client_shm) {}
+namespace {
+
+std::unique_ptr<triton::ClientShmRegistry> make_registry(const triton::ClientShmOptions& options) {
+  auto made = triton::ClientShmRegistry::create(options);
+  if (!made.status.ok()) throw ConfigError("serve.client_shm_group: " + made.status.message);
+  return std::move(made.value);
+}
+
+}  // namespace
+
+ServeService::ServeService(ServeHost& host, ServeMetrics& metrics, const triton::ClientShmOptions& client_shm)
+    : host_(host), metrics_(metrics), shm_(make_registry(client_shm)) {}
 
 ServeService::~ServeService() = default;
 
@@ -131,7 +142,7 @@ Status ServeService::model_ready(const std::string& model, const std::string& ve
 
 std::string ServeService::server_metadata_json() {
   std::vector<std::string> extensions = {"binary_tensor_data", "model_configuration", "statistics", "model_repository"};
-  if (allow_client_shm_) extensions.push_back("system_shared_memory");
+  if (shm_->allowed()) extensions.push_back("system_shared_memory");
   return oip::server_metadata(COREPOOL_VERSION, extensions);
 }
 
@@ -203,20 +214,31 @@ Status ServeService::unload(const std::string& model) {
   return {};
 }
 
-Status ServeService::shm_refusal() const {
-  if (!allow_client_shm_) {
-    return {Code::kPermissionDenied, "client shared memory is not enabled: set serve.allow_client_shm = true"};
+Status ServeService::shm_register(const std::string& name, const std::string& key, uint64_t offset,
+                                  uint64_t byte_size) {
+  return shm_->register_region(name, key, offset, byte_size);
+}
+
+Status ServeService::shm_unregister(const std::string& name) {
+  if (!shm_->allowed()) return {Code::kPermissionDenied, "client shared memory is not enabled: set serve.allow_client_shm = true"};
+  return shm_->unregister(name);
+}
+
+triton::Result<std::string> ServeService::shm_status_json(const std::string& name) {
+  if (!shm_->allowed()) {
+    return {{Code::kPermissionDenied, "client shared memory is not enabled: set serve.allow_client_shm = true"}};
   }
-  return {Code::kUnavailable, "client shared memory is not available in this build yet"};
+  return shm_->status_json(name);
 }
 
-Status ServeService::shm_register(const std::string&, const std::string&, uint64_t, uint64_t) {
-  return shm_refusal();
+Status ServeService::read_shm_input(triton::InferInput& input, const ModelConfig& config, int64_t max_batch) const {
+  if (!input.input_header) return {Code::kInvalidArgument, "inputs[0]: a shared-memory input needs its name, datatype and shape"};
+  auto read = triton::read_shm_input(*shm_, *input.input_header, *input.input_shm, config, max_batch,
+                                     std::move(input.tensor.id));
+  if (!read.status.ok()) return read.status;
+  input.tensor = std::move(read.value);
+  return {};
 }
-
-Status ServeService::shm_unregister(const std::string&) { return shm_refusal(); }
-
-triton::Result<std::string> ServeService::shm_status_json(const std::string&) { return {shm_refusal()}; }
 
 triton::Result<triton::Service::ModelView> ServeService::model_view(const std::string& model,
                                                                     const std::string& version) {
@@ -237,18 +259,35 @@ std::shared_ptr<triton::InferCall> ServeService::infer(triton::InferInput&& inpu
   auto gen = find(input.model, input.version);
   if (!gen.status.ok()) return answered(gen.status);
   if (unloaded_.load()) return answered(model_ready(input.model, input.version));
-  if (input.input_shm || input.output_shm) {
-    return answered({Code::kInvalidArgument, "shared_memory_region: " + shm_refusal().message});
+  const ModelConfig& config = gen.value->model().config;
+  if (input.input_shm) {
+    const int64_t max_batch =
+        std::min<int64_t>(config.max_batch, static_cast<int64_t>(gen.value->executor().stats().depth));
+    if (Status read = read_shm_input(input, config, max_batch); !read.ok()) return answered(read);
   }
   if (Status items = check_items(*gen.value, input.tensor.items); !items.ok()) return answered(items);
   const Deadline deadline = deadline_of(*gen.value, input.deadline);
   if (!deadline.status.ok()) return answered(deadline.status);
-  const ModelConfig& config = gen.value->model().config;
   triton::InferOutput header;
   header.model = config.name;
   header.version = oip::kModelVersion;
   header.id = input.tensor.id;
   header.labels = static_cast<int64_t>(config.labels.size());
+  header.batch = static_cast<int64_t>(input.tensor.items.size());
+  if (input.output_shm) {
+    // The region is held from here, so an unregister while the request is
+    // queued does not lose its answer; the scores go there, not in the reply.
+    auto out = triton::prepare_shm_output(*shm_, *input.output_shm, header.batch, config);
+    if (!out.status.ok()) return answered(out.status);
+    done = [out = std::move(out.value), done = std::move(done)](Status status, triton::InferOutput&& result) {
+      if (status.ok()) {
+        if (Status written = triton::write_shm_output(out, result.scores); !written.ok()) return done(written, {});
+        result.scores.clear();
+        result.output_shm = out.ref;
+      }
+      done(std::move(status), std::move(result));
+    };
+  }
   auto call = std::make_shared<ServeInferCall>(gen.value, std::move(header), input.tensor.items.size(),
                                                std::move(done), counters_, deadlines_);
   call->start(std::move(input.tensor.items), deadline.at, deadline.source);

@@ -1,7 +1,7 @@
 // triton::Service for `corepool serve`: the one implementation both wires
 // adapt (serve_routes.cc for HTTP, supervisor/grpc/ for gRPC). It owns what
 // the protocols share: the per-model statistics, the request deadlines, the
-// unloaded flag and (later) the client shared-memory registry. Made by
+// unloaded flag and the client shared-memory registry. Made by
 // serve.cc's Server once at start, destroyed at shutdown after the HTTP
 // server stopped; infer calls it made may outlive it (they hold what they use).
 #pragma once
@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "supervisor/serve/client_shm.h"
 #include "supervisor/serve/deadline_timer.h"
 #include "supervisor/serve/infer_call.h"
 #include "supervisor/serve/serve_generation.h"
@@ -33,13 +34,10 @@ class ServeHost {
   ~ServeHost() = default;
 };
 
-// The client shared-memory registry (Triton's system_shared_memory extension)
-// plugs in here; until then every shm call is refused (see ServeService::shm_).
-class ClientShmRegistry;
-
 class ServeService final : public triton::Service {
  public:
-  ServeService(ServeHost& host, ServeMetrics& metrics, bool allow_client_shm);
+  // Throws ConfigError when serve.client_shm_group names no group.
+  ServeService(ServeHost& host, ServeMetrics& metrics, const triton::ClientShmOptions& client_shm);
   ~ServeService() override;
   ServeService(const ServeService&) = delete;
   ServeService& operator=(const ServeService&) = delete;
@@ -72,16 +70,16 @@ class ServeService final : public triton::Service {
  private:
   // The current generation when `model` / `version` name its model, else kNotFound.
   triton::Result<std::shared_ptr<Generation>> find(const std::string& model, const std::string& version);
-  triton::Status shm_refusal() const;
+  // The items of an input in a client's region (read now), or its refusal.
+  triton::Status read_shm_input(triton::InferInput& input, const ModelConfig& config, int64_t max_batch) const;
 
   ServeHost& host_;
   ServeMetrics& metrics_;
-  const bool allow_client_shm_;
   std::atomic<bool> unloaded_{false};  // POST .../unload until the next successful load
   const std::shared_ptr<InferCounters> counters_ = std::make_shared<InferCounters>();
-  // The seam for client shared memory: null = not wired (shm calls answer
-  // kUnavailable, or kPermissionDenied without serve.allow_client_shm).
-  ClientShmRegistry* shm_ = nullptr;
+  // Triton's system shared memory: the regions clients registered (refuses
+  // everything unless serve.allow_client_shm).
+  const std::unique_ptr<triton::ClientShmRegistry> shm_;
   std::shared_ptr<DeadlineTimer> deadlines_ = std::make_shared<DeadlineTimer>();  // last: stops first
 };
 

@@ -83,6 +83,7 @@ struct InferOutput {
   std::string model;
   std::string version;
   std::string id;
+  int64_t batch = 0;                      // the output's first dimension
   int64_t labels = 0;                     // the output's second dimension
   std::vector<std::vector<float>> scores;  // batch x labels; empty when written to output_shm
   std::optional<ShmRef> output_shm;       // echoed when the scores went there

@@ -187,20 +187,6 @@ TEST(InferenceProtocolTest, RepositoryPathsParseStrictly) {
   }
 }
 
-TEST(InferenceProtocolTest, SharedMemoryPathsParseStrictly) {
-  EXPECT_EQ(parse_shm_path("/v2/systemsharedmemory/status")->region, "");
-  EXPECT_EQ(parse_shm_path("/v2/systemsharedmemory/unregister")->action, "unregister");
-  const auto reg = parse_shm_path("/v2/systemsharedmemory/region/r1/register");
-  ASSERT_TRUE(reg);
-  EXPECT_EQ(reg->region, "r1");
-  EXPECT_EQ(reg->action, "register");
-  for (const char* bad : {"/v2/systemsharedmemory", "/v2/systemsharedmemory/register",
-                          "/v2/systemsharedmemory/region/r1", "/v2/systemsharedmemory/region//status",
-                          "/v2/cudasharedmemory/status"}) {
-    EXPECT_FALSE(parse_shm_path(bad)) << bad;
-  }
-}
-
 TEST(InferenceProtocolTest, TritonsRequestTimeoutIsReadInMicroseconds) {
   ModelConfig model;
   model.name = "m";
