@@ -32,6 +32,9 @@ void GrpcServer::start() {
   rpcs_ = std::make_unique<grpc_api::InferenceService>(service_);
   grpc::ServerBuilder builder;
   if (!options_.listen.empty()) builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port_);
+  // gRPC binds with SO_REUSEPORT by default: a second server on the same port
+  // would then share it silently instead of failing to start.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
   builder.SetMaxSendMessageSize(options_.max_message_bytes);
   builder.RegisterService(rpcs_.get());
