@@ -21,6 +21,21 @@
 
 namespace corepool {
 
+GrpcPlan grpc_plan(const Config& config, const std::vector<ListenFd>& inherited) {
+  GrpcPlan plan;
+  plan.options.max_message_bytes = config.grpc_max_message_mb << 20;  // <= 2047 MB: fits an int
+  if (inherited.empty()) {
+    plan.options.listen = config.grpc_listen;
+    plan.enabled = !config.grpc_listen.empty();
+    return plan;
+  }
+  for (const ListenFd& l : inherited) {
+    if (l.name == "grpc") plan.options.inherited_fd = l.fd;
+  }
+  plan.enabled = plan.options.inherited_fd >= 0;
+  return plan;
+}
+
 GrpcServer::GrpcServer(triton::Service& service, GrpcOptions options)
     : service_(service), options_(std::move(options)) {}
 

@@ -12,6 +12,8 @@
 #include <string>
 #include <thread>
 
+#include "config/config.h"
+#include "supervisor/serve/listen_fds.h"
 #include "supervisor/serve/triton_service.h"
 
 namespace grpc {
@@ -28,6 +30,15 @@ struct GrpcOptions {
   int inherited_fd = -1;      // a listening socket from systemd (FileDescriptorName=grpc); taken over
   int max_message_bytes = 64 << 20;  // either way; a bigger request gets RESOURCE_EXHAUSTED
 };
+
+// What serve's config and sockets say: socket-activated, only the fd named
+// "grpc" (systemd owns the addresses: without that fd gRPC is off), else
+// serve.grpc_listen. `enabled` is false when there is nothing to listen on.
+struct GrpcPlan {
+  bool enabled = false;
+  GrpcOptions options;
+};
+GrpcPlan grpc_plan(const Config& config, const std::vector<ListenFd>& inherited);
 
 class GrpcServer {
  public:

@@ -169,7 +169,9 @@ HttpServerOptions Server::http_options(const std::vector<ListenFd>& inherited) {
     o.unix_group = config_.unix_socket_group;
   } else {  // socket activation: systemd owns the addresses
     o.tcp_host.clear();
-    for (const auto& l : inherited) o.inherited_fds.push_back(l.fd);
+    for (const auto& l : inherited) {
+      if (l.name != "grpc") o.inherited_fds.push_back(l.fd);  // "grpc" is the gRPC server's
+    }
   }
   o.max_body_bytes = static_cast<std::uint64_t>(config_.max_body_mb) << 20;
   o.max_connections = config_.max_connections;
