@@ -302,8 +302,8 @@ void bench_load(const Options& o, const std::string& mode) {
   std::this_thread::sleep_for(std::chrono::seconds(1));  // let requests cut off by wrk's end finish
   const std::string text = metrics_of(server);
   const std::string ep = "{endpoint=\"infer\",code=";
-  const double ok = scrape(text, "corepool_requests_total", ep + "\"200\"}");
-  const double busy = scrape(text, "corepool_requests_total", ep + "\"503\"}");
+  const double ok = scrape(text, "corepool_requests_total", ep + "\"200\",");
+  const double busy = scrape(text, "corepool_requests_total", ep + "\"503\",");
   const double all = scrape(text, "corepool_requests_total", "{endpoint=\"infer\"");
   std::printf("infer binary, %d connections, %d s: %ld requests (%.1f req/s), socket errors %ld, non-2xx %ld; "
               "server: %.0f answered 200 (%.1f/s), %.0f answered 503 (queue full), %.0f other\n",

@@ -113,6 +113,22 @@ void check_mode_keys(const Config& config) {
   }
 }
 
+void override_engine_keys(Config& config, const std::string& name, const std::string& toml_text) {
+  TomlReader reader(name, toml_text);
+  const Config before = config;
+  read_engine(reader, config);
+  reader.check_no_unknown_keys();
+  const std::pair<const char*, bool> fixed[] = {
+      {"engine.mode", config.mode != before.mode},
+      {"engine.intra_op_threads", config.intra_op_threads != before.intra_op_threads},
+      {"engine.inter_op_threads", config.inter_op_threads != before.inter_op_threads},
+      {"engine.allocator", config.allocator != before.allocator}};
+  for (const auto& [key, changed] : fixed) {
+    if (changed) reader.fail(key, "cannot change on reload (it belongs to the process): restart the service");
+  }
+  check_mode_keys(config);
+}
+
 Config load_config(const std::string& path) {
   TomlReader reader(path);
   Config config;

@@ -64,6 +64,13 @@ HostPort parse_host_port(const std::string& text, const std::string& what);
 // a syntax error, an unknown key, a wrong type or an out-of-range value.
 Config load_config(const std::string& path);
 
+// The [engine] keys a reload may change, set from `toml_text` (a TOML
+// document with one [engine] table) over `config`, with load_config's checks.
+// `name` stands for the text in messages. Throws ConfigError on a bad value, an
+// unknown key, or a key a reload cannot change (engine.mode, the LibTorch
+// thread counts, engine.allocator: they belong to the process).
+void override_engine_keys(Config& config, const std::string& name, const std::string& toml_text);
+
 // Keys that only one mode can honour, checked once the CLI flags are applied
 // (they may change the mode). Throws ConfigError: thread mode has no worker
 // process to recycle, so engine.max_requests / engine.max_rss_mb are refused

@@ -32,8 +32,7 @@ std::string read_whole_file(const std::string& path) {
   return text;
 }
 
-toml::table parse_file(const std::string& path) {
-  const std::string text = read_whole_file(path);
+toml::table parse_text(const std::string& text, const std::string& path) {
   try {
     return toml::parse(text, path);
   } catch (const toml::parse_error& error) {
@@ -130,7 +129,9 @@ std::string toml_key(std::string_view key) {
   return bare ? std::string(key) : toml_quote(key);
 }
 
-TomlReader::TomlReader(const std::string& path) : file_(path), root_(parse_file(path)) {}
+TomlReader::TomlReader(const std::string& path) : file_(path), root_(parse_text(read_whole_file(path), path)) {}
+
+TomlReader::TomlReader(const std::string& name, const std::string& text) : file_(name), root_(parse_text(text, name)) {}
 
 // Walks `key` from the root, marking each table passed through as known.
 const toml::node* TomlReader::find(const std::string& key) {

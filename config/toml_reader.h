@@ -33,6 +33,8 @@ class TomlReader {
   // Reads and parses `path`. Throws "FILE: cannot open: <strerror>" or, for bad
   // TOML, "FILE:LINE:COL: <description>". `path` names the file in all messages.
   explicit TomlReader(const std::string& path);
+  // The same over `text` already in memory; `name` stands for the file in messages.
+  TomlReader(const std::string& name, const std::string& text);
   TomlReader(const TomlReader&) = delete;
   TomlReader& operator=(const TomlReader&) = delete;
 

@@ -26,11 +26,24 @@ struct SegmentTask {
   TaskInput input = TaskInput::kPcm;
 };
 
+// Where one segment's time went (Triton's statistics), in nanoseconds; the
+// batch figures are those of the forward() that ran it, shared by its items.
+// All zero for a segment that never ran (cancelled, or the wrong size).
+struct SegmentTiming {
+  uint64_t queue_ns = 0;   // submitted -> an engine took it (executor queue, shm ring)
+  uint64_t input_ns = 0;   // its batch's features and copy-in
+  uint64_t infer_ns = 0;   // its batch's forward()
+  uint64_t output_ns = 0;  // its batch's copy-out of the scores
+  uint32_t batch = 0;      // items in that forward(); 0 = it never ran
+  uint32_t batch_pos = 0;  // its place there: the item at 0 stands for the execution
+};
+
 struct SegmentResult {
   uint64_t stream = 0;
   uint64_t index = 0;
   std::vector<float> scores;   // one per label; empty when error is set
   std::string error;           // non-empty: this segment failed (message says why)
+  SegmentTiming timing;
 };
 
 // A snapshot for /metrics and readiness. Counters only grow for the life of

@@ -101,7 +101,7 @@ void ThreadExecutor::cancel(uint64_t stream) {
     cancelled_ += dropped.size();
   }
   // Outside the lock, like every completion; then their queue space is free.
-  for (const SegmentTask& t : dropped) on_complete_({t.stream, t.index, {}, "cancelled: the request's deadline passed"});
+  for (const SegmentTask& t : dropped) on_complete_({t.stream, t.index, {}, "cancelled: the request's deadline passed", {}});
   if (!dropped.empty()) finish_batch(dropped.size());
 }
 
@@ -157,7 +157,7 @@ void ThreadExecutor::reject_misshapen(std::vector<SegmentTask>& batch) {
       ++kept;
       continue;
     }
-    on_complete_({t.stream, t.index, {}, std::move(error)});
+    on_complete_({t.stream, t.index, {}, std::move(error), {}});
     finish_batch(1);
   }
   batch.resize(kept);
@@ -180,7 +180,7 @@ void ThreadExecutor::run_batch(Engine& engine, int slot, std::vector<SegmentTask
   account(slot, batch.size(),
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   for (size_t i = 0; i < batch.size(); ++i) {
-    SegmentResult r{batch[i].stream, batch[i].index, {}, error};
+    SegmentResult r{batch[i].stream, batch[i].index, {}, error, {}};
     if (error.empty()) r.scores = std::move(scores[i]);
     on_complete_(std::move(r));
   }

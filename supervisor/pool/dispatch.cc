@@ -98,7 +98,7 @@ bool Dispatcher::drain_completions(Worker& w) {
     const char* slab = static_cast<const char*>(w.segment.data()) + layout_.slab_offset;
     shm::DecodedCompletion decoded = shm::decode_completion(done, slab, layout_, labels_);
     SegmentResult r{it->second.task.stream, it->second.task.index, std::move(decoded.scores),
-                    std::move(decoded.error)};
+                    std::move(decoded.error), {}};
     if (!decoded.problem.empty()) {
       r.error = "worker " + std::to_string(w.index) + " sent a corrupt completion: " + decoded.problem;
     }
@@ -134,7 +134,7 @@ void Dispatcher::requeue_in_flight(Worker& w, const ExitVerdict& verdict, bool s
     Request req = std::move(it->second);
     in_flight_.erase(it);
     if (req.cancelled) {  // its request is answered already (deadline): nothing to run it for
-      deliver({req.task.stream, req.task.index, {}, kCancelled});
+      deliver({req.task.stream, req.task.index, {}, kCancelled, {}});
       continue;
     }
     const bool suspect = std::find(suspects.begin(), suspects.end(), id) != suspects.end();
@@ -159,7 +159,7 @@ bool Dispatcher::poisoned(Request& req, bool suspect, const std::string& how, bo
                 req.task.stream, req.kills, how);
   deliver({req.task.stream, req.task.index, {},
            "poison input: this segment was being processed by " + std::to_string(req.kills) +
-               " workers that died (last " + how + ")"});
+               " workers that died (last " + how + ")", {}});
   return true;
 }
 
@@ -183,14 +183,14 @@ void Dispatcher::apply_cancels(const std::vector<uint64_t>& streams) {
   }
   queue_.swap(kept);
   mirror_.count(&PoolCounters::cancelled, dropped.size());
-  for (Request& r : dropped) deliver({r.task.stream, r.task.index, {}, kCancelled});
+  for (Request& r : dropped) deliver({r.task.stream, r.task.index, {}, kCancelled, {}});
 }
 
 void Dispatcher::fail_all_queued(const std::string& why) {
   while (!queue_.empty()) {
     Request req = std::move(queue_.front());
     queue_.pop_front();
-    deliver({req.task.stream, req.task.index, {}, why});
+    deliver({req.task.stream, req.task.index, {}, why, {}});
   }
 }
 

@@ -228,22 +228,26 @@ InferRequest items_from_fp32_bytes(std::string id, int64_t batch, std::string_vi
 
 std::string infer_response(const ModelConfig& model, const std::string& id,
                            const std::vector<std::vector<float>>& scores) {
+  return infer_response(model.name, id, scores, static_cast<int64_t>(model.labels.size()));
+}
+
+std::string infer_response(const std::string& model_name, const std::string& id,
+                           const std::vector<std::vector<float>>& scores, int64_t labels) {
   json data = json::array();
   for (const auto& row : scores) {
     for (float v : row) data.push_back(v);
   }
-  json out = {{"model_name", model.name}, {"model_version", kModelVersion}};
+  json out = {{"model_name", model_name}, {"model_version", kModelVersion}};
   if (!id.empty()) out["id"] = id;
   out["outputs"] = json::array({{{"name", kOutputName},
                                  {"datatype", "FP32"},
-                                 {"shape", {scores.size(), model.labels.size()}},
+                                 {"shape", {static_cast<int64_t>(scores.size()), labels}},
                                  {"data", std::move(data)}}});
   return out.dump();
 }
 
-std::string server_metadata(std::string_view version) {
-  return json{{"name", "corepool"}, {"version", version}, {"extensions", json::array({"binary_tensor_data"})}}
-      .dump();
+std::string server_metadata(std::string_view version, const std::vector<std::string>& extensions) {
+  return json{{"name", "corepool"}, {"version", version}, {"extensions", extensions}}.dump();
 }
 
 std::string model_metadata(const ModelConfig& model) {
@@ -264,31 +268,61 @@ std::string model_metadata(const ModelConfig& model) {
       .dump();
 }
 
-std::optional<ModelPath> parse_model_path(std::string_view path) {
-  constexpr std::string_view kPrefix = "/v2/models/";
-  if (path.substr(0, kPrefix.size()) != kPrefix || path.back() == '/') return std::nullopt;
-  std::vector<std::string_view> parts;
-  std::string_view rest = path.substr(kPrefix.size());
+namespace {
+
+// The non-empty parts of `path` after `prefix`, or std::nullopt when it does
+// not start with it, ends in '/' or has an empty part ("a//b").
+std::optional<std::vector<std::string>> parts_after(std::string_view path, std::string_view prefix) {
+  if (path.substr(0, prefix.size()) != prefix || path.size() == prefix.size() || path.back() == '/') {
+    return std::nullopt;
+  }
+  std::vector<std::string> parts;
+  std::string_view rest = path.substr(prefix.size());
   while (!rest.empty()) {
     const size_t slash = rest.find('/');
-    parts.push_back(rest.substr(0, slash));
+    parts.emplace_back(rest.substr(0, slash));
+    if (parts.back().empty()) return std::nullopt;
     rest = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
   }
-  for (auto p : parts) {
-    if (p.empty()) return std::nullopt;
-  }
-  if (parts.empty()) return std::nullopt;
+  return parts;
+}
+
+}  // namespace
+
+std::optional<ModelPath> parse_model_path(std::string_view path) {
+  const auto parts = parts_after(path, "/v2/models/");
+  if (!parts || parts->empty()) return std::nullopt;
   ModelPath out;
-  out.name = std::string(parts[0]);
+  out.name = (*parts)[0];
   size_t next = 1;
-  if (parts.size() >= 3 && parts[1] == "versions") {
-    out.version = std::string(parts[2]);
+  if (parts->size() >= 3 && (*parts)[1] == "versions") {
+    out.version = (*parts)[2];
     next = 3;
   }
-  if (parts.size() > next + 1) return std::nullopt;
-  if (parts.size() == next + 1) out.action = std::string(parts[next]);
-  if (!out.action.empty() && out.action != "ready" && out.action != "infer") return std::nullopt;
-  return out;
+  if (parts->size() > next + 1) return std::nullopt;
+  if (parts->size() == next + 1) out.action = (*parts)[next];
+  static const char* kActions[] = {"", "ready", "infer", "config", "stats"};
+  for (const char* a : kActions) {
+    if (out.action == a) return out;
+  }
+  return std::nullopt;
+}
+
+std::optional<RepositoryPath> parse_repository_path(std::string_view path) {
+  const auto parts = parts_after(path, "/v2/repository/models/");
+  if (!parts || parts->size() != 2 || ((*parts)[1] != "load" && (*parts)[1] != "unload")) return std::nullopt;
+  return RepositoryPath{(*parts)[0], (*parts)[1]};
+}
+
+std::optional<ShmPath> parse_shm_path(std::string_view path) {
+  const auto parts = parts_after(path, "/v2/systemsharedmemory/");
+  if (!parts) return std::nullopt;
+  if (parts->size() == 1 && ((*parts)[0] == "status" || (*parts)[0] == "unregister")) return ShmPath{"", (*parts)[0]};
+  if (parts->size() == 3 && (*parts)[0] == "region" &&
+      ((*parts)[2] == "status" || (*parts)[2] == "register" || (*parts)[2] == "unregister")) {
+    return ShmPath{(*parts)[1], (*parts)[2]};
+  }
+  return std::nullopt;
 }
 
 }  // namespace corepool::oip

@@ -68,18 +68,40 @@ InferRequest items_from_fp32_bytes(std::string id, int64_t batch, std::string_vi
 // "datatype": "FP32", "shape": [B, labels], "data": [...]}]}.
 std::string infer_response(const ModelConfig& model, const std::string& id,
                            const std::vector<std::vector<float>>& scores);
+// The same from the model's name and label count (a triton::InferOutput).
+std::string infer_response(const std::string& model_name, const std::string& id,
+                           const std::vector<std::vector<float>>& scores, int64_t labels);
 
-std::string server_metadata(std::string_view version);
+// {"name": "corepool", "version", "extensions"}: the extensions that work.
+std::string server_metadata(std::string_view version,
+                            const std::vector<std::string>& extensions = {"binary_tensor_data"});
 std::string model_metadata(const ModelConfig& model);
 
 // "/v2/models/NAME/infer" -> {"NAME", "infer"}; "/v2/models/NAME" -> {"NAME", ""};
-// "/v2/models/NAME/versions/1/ready" -> {"NAME", "ready"} (version must be "1",
-// else std::nullopt like any other path that is not a model path).
+// "/v2/models/NAME/versions/V/ready" -> {"NAME", "ready", "V"}; std::nullopt for
+// any other path (an unknown action included). The caller checks the version.
 struct ModelPath {
   std::string name;
-  std::string action;  // "", "ready", "infer"
+  std::string action;  // "", "ready", "infer", "config", "stats"
   std::string version;  // "" unless the path named one
 };
 std::optional<ModelPath> parse_model_path(std::string_view path);
+
+// Triton's model repository extension: "/v2/repository/models/NAME/load" ->
+// {"NAME", "load"} (or "unload"); std::nullopt for any other path.
+struct RepositoryPath {
+  std::string model;
+  std::string action;  // "load" | "unload"
+};
+std::optional<RepositoryPath> parse_repository_path(std::string_view path);
+
+// Triton's system shared memory extension: "/v2/systemsharedmemory/status",
+// "/v2/systemsharedmemory/region/NAME/status|register|unregister",
+// "/v2/systemsharedmemory/unregister"; region "" = every region.
+struct ShmPath {
+  std::string region;
+  std::string action;  // "status" | "register" | "unregister"
+};
+std::optional<ShmPath> parse_shm_path(std::string_view path);
 
 }  // namespace corepool::oip

@@ -29,6 +29,7 @@
 #include "supervisor/serve/serve_generation.h"
 #include "supervisor/serve/serve_metrics.h"
 #include "supervisor/serve/serve_routes.h"
+#include "supervisor/serve/serve_service.h"
 #include "worker/exit_codes.h"
 #include "worker/model.h"
 
@@ -74,7 +75,9 @@ class SignalPipe {
     ::close(fds_[0]);
     ::close(fds_[1]);
   }
-  // The next signal received, or 0 when `timeout` passes first.
+  // Wakes wait() from any thread (0 for a signal): work was queued for the main thread.
+  static void wake() { on_signal(0); }
+  // The next signal received, or 0 when `timeout` passes first or wake() was called.
   int wait(std::chrono::milliseconds timeout) {
     pollfd p{fds_[0], POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return 0;
@@ -119,7 +122,7 @@ void check_reloadable(const Config& now, const Config& next) {
        next.intra_op_threads != now.intra_op_threads || next.inter_op_threads != now.inter_op_threads);
 }
 
-class Server final : public ServeContext {
+class Server final : public ServeContext, public ServeHost {
  public:
   explicit Server(const ServeOptions& options) : options_(options), config_(options.config) {}
   ExitCode run();
@@ -129,12 +132,23 @@ class Server final : public ServeContext {
     return current_;
   }
   ServeSnapshot snapshot() override;
+  void request_reload(std::string engine_toml, std::function<void(triton::Status)> done) override;
+  // What every wire (HTTP routes, gRPC) adapts; exists from start() to shutdown().
+  triton::Service& service() { return *service_; }
 
  private:
+  struct PendingLoad {
+    std::string engine_toml;
+    std::function<void(triton::Status)> done;
+  };
+
   ExitCode start();
   HttpServerOptions http_options(const std::vector<ListenFd>& inherited);
   void on_tick();
-  void reload();
+  // A new generation from the config file (and `engine_toml` over its
+  // [engine]) and the model on disk; the old one keeps serving if it fails.
+  triton::Status reload(const char* why, const std::string& engine_toml = "");
+  void run_pending_loads(bool answer_unavailable);
   void retire_idle();
   std::string status_line();
   void shutdown();
@@ -148,6 +162,8 @@ class Server final : public ServeContext {
   std::vector<std::shared_ptr<Generation>> retired_;  // main thread only
   uint64_t generations_ = 0;
   std::atomic<uint64_t> reloads_failed_{0};
+  std::vector<PendingLoad> pending_loads_;  // under mu_: repository loads for the main thread
+  std::unique_ptr<ServeService> service_;
   std::unique_ptr<AudioTagger> audio_;
   std::unique_ptr<ServeRoutes> routes_;
   std::unique_ptr<HttpServer> http_;
@@ -204,6 +220,7 @@ ExitCode Server::start() {
     spdlog::error("socket activation: {}", e.what());
     return ExitCode::kCannotListen;
   }
+  service_ = std::make_unique<ServeService>(*this, metrics_, config_.allow_client_shm);
   try {
     auto model = load_model(config_.model_dir);
     current_ = std::make_shared<Generation>(++generations_, config_, std::move(model));
@@ -212,7 +229,7 @@ ExitCode Server::start() {
     return ExitCode::kModelError;
   }
   audio_ = std::make_unique<AudioTagger>(config_.audio_threads, static_cast<size_t>(config_.max_audio_requests));
-  routes_ = std::make_unique<ServeRoutes>(*this, metrics_, *audio_, config_.retry_after_s);
+  routes_ = std::make_unique<ServeRoutes>(*service_, *this, metrics_, *audio_, config_.retry_after_s);
   http_ = std::make_unique<HttpServer>(http_options(inherited));
   try {
     http_->start([this](HttpRequest&& r, Responder responder) { routes_->handle(std::move(r), std::move(responder)); });
@@ -241,7 +258,8 @@ ExitCode Server::run() {
   }
   for (;;) {
     const int sig = signals.wait(std::chrono::milliseconds(retired_.empty() ? 1000 : 50));
-    if (sig == SIGHUP) reload();
+    if (sig == SIGHUP) reload("SIGHUP");
+    run_pending_loads(false);
     if (sig == SIGTERM || sig == SIGINT) {
       spdlog::info("{}: draining (up to {} s), then exiting", strsignal(sig), config_.drain_timeout_s);
       break;
@@ -255,12 +273,38 @@ ExitCode Server::run() {
   return ExitCode::kOk;
 }
 
-void Server::reload() {
+void Server::request_reload(std::string engine_toml, std::function<void(triton::Status)> done) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_loads_.push_back({std::move(engine_toml), std::move(done)});
+  }
+  SignalPipe::wake();
+}
+
+// Main thread. At shutdown the loads still queued are answered unavailable.
+void Server::run_pending_loads(bool answer_unavailable) {
+  std::vector<PendingLoad> loads;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    loads.swap(pending_loads_);
+  }
+  for (PendingLoad& load : loads) {
+    if (answer_unavailable) {
+      load.done({triton::Code::kUnavailable, "the server is shutting down"});
+    } else {
+      load.done(reload("repository load", load.engine_toml));
+    }
+  }
+}
+
+triton::Status Server::reload(const char* why, const std::string& engine_toml) {
   notifier_.reloading();
   const auto t0 = Clock::now();
-  spdlog::info("SIGHUP: reloading config and model");
+  spdlog::info("{}: reloading config and model", why);
+  triton::Status status;
   try {
     Config next = options_.reload_config ? options_.reload_config() : config_;
+    if (!engine_toml.empty()) override_engine_keys(next, "parameters.config", engine_toml);
     check_reloadable(config_, next);
     spdlog::set_level(spdlog::level::from_str(next.log_level));
     auto model = load_model(next.model_dir);
@@ -275,11 +319,17 @@ void Server::reload() {
     spdlog::info("reload done in {} ms: generation {} serves model \"{}\" from {}",
                  std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count(), generations_,
                  current()->model().config.name, next.model_dir);
+  } catch (const ConfigError& e) {
+    status = {triton::Code::kInvalidArgument, std::string("reload failed: ") + e.what()};
   } catch (const std::exception& e) {
+    status = {triton::Code::kInternal, std::string("reload failed: ") + e.what()};
+  }
+  if (!status.ok()) {
     ++reloads_failed_;
-    spdlog::error("reload failed, generation {} keeps serving: {}", generations_, e.what());
+    spdlog::error("{}, generation {} keeps serving", status.message, generations_);
   }
   notifier_.ready(status_line());
+  return status;
 }
 
 // An old generation goes once only this list holds it: every request it took
@@ -315,6 +365,7 @@ std::string Server::status_line() {
 void Server::shutdown() {
   if (http_) http_->stop(std::chrono::seconds(config_.drain_timeout_s));
   if (audio_) audio_->stop();
+  run_pending_loads(true);
   routes_.reset();
   std::lock_guard<std::mutex> lock(mu_);
   retired_.clear();  // each destructor waits for its last segments
@@ -333,7 +384,8 @@ ServeSnapshot Server::snapshot() {
   s.max_batch_measured = gen->plan().measured;
   s.generation = gen->number();
   s.reloads_failed = reloads_failed_.load();
-  s.timed_out = routes_ ? routes_->timed_out() : 0;
+  s.timed_out = service_ ? service_->timed_out() : 0;
+  s.cancelled = service_ ? service_->cancelled() : 0;
   s.results_dropped = gen->results_dropped();
   s.audio_pending = audio_ ? audio_->pending() : 0;
   s.memory.emplace_back("supervisor", read_process_memory(::getpid()));

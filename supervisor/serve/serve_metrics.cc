@@ -82,17 +82,23 @@ void render_executor(std::string& out, const ServeSnapshot& s) {
   Family(out, "corepool_segments_poisoned_total", "counter", "Segments failed because they killed two workers.")
       .sample("", double(e.poisoned));
   Family(out, "corepool_segments_cancelled_total", "counter",
-         "Segments dropped before they ran because their request's deadline passed.")
+         "Segments dropped before they ran because their request's deadline passed or it was cancelled.")
       .sample("", double(e.cancelled));
   Family recycles(out, "corepool_worker_recycles_total", "counter",
                   "Workers replaced on purpose, by reason (engine.max_requests, engine.max_rss_mb).");
   recycles.sample(label("reason", "max_requests"), double(e.recycled_max_requests));
   recycles.sample(label("reason", "max_rss"), double(e.recycled_max_rss));
   Family(out, "corepool_requests_timed_out_total", "counter",
-         "Infer requests answered 504 because serve.request_timeout_s passed.")
+         "Infer requests answered 504 (DEADLINE_EXCEEDED) because serve.request_timeout_s or the client's "
+         "deadline passed.")
       .sample("", double(s.timed_out));
+  Family(out, "corepool_requests_cancelled_total", "counter",
+         "Infer and audio requests whose client hung up (or cancelled) before the answer; their queued "
+         "segments were dropped.")
+      .sample("", double(s.cancelled));
   Family(out, "corepool_results_dropped_total", "counter",
-         "Segment results (cancellations included) that came after their request was answered (deadline) and "
+         "Segment results (cancellations included) that came after their request was answered (deadline, "
+         "cancel) and "
          "were dropped, this generation.")
       .sample("", double(s.results_dropped));
   Family(out, "corepool_batches_total", "counter", "forward() calls.").sample("", double(e.batches));
@@ -120,12 +126,12 @@ void render_memory(std::string& out, const ServeSnapshot& s) {
 
 }  // namespace
 
-void ServeMetrics::observe(const std::string& endpoint, int code, double seconds) {
+void ServeMetrics::observe(const std::string& protocol, const std::string& endpoint, int code, double seconds) {
   const size_t bucket = static_cast<size_t>(
       std::lower_bound(kLatencyBuckets.begin(), kLatencyBuckets.end(), seconds) - kLatencyBuckets.begin());
   std::lock_guard<std::mutex> lock(mu_);
-  ++requests_[{endpoint, code}];
-  Histogram& h = latency_[endpoint];
+  ++requests_[{endpoint, code, protocol}];
+  Histogram& h = latency_[{endpoint, protocol}];
   if (bucket < h.buckets.size()) ++h.buckets[bucket];
   ++h.count;
   h.sum += seconds;
@@ -135,22 +141,26 @@ std::string ServeMetrics::render(const ServeSnapshot& snapshot) const {
   std::string out;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Family req(out, "corepool_requests_total", "counter", "Requests answered by the API, by endpoint and status code.");
+    Family req(out, "corepool_requests_total", "counter",
+               "Requests answered by the API, by endpoint, status code (499: the client left first, nothing "
+               "was sent) and protocol.");
     for (const auto& [key, n] : requests_) {
-      req.sample(label("endpoint", key.first) + "," + label("code", std::to_string(key.second)), double(n));
+      req.sample(label("endpoint", key.endpoint) + "," + label("code", std::to_string(key.code)) + "," +
+                     label("protocol", key.protocol),
+                 double(n));
     }
     Family lat(out, "corepool_request_duration_seconds", "histogram",
-               "Time from a complete request to its answer, by endpoint.");
-    for (const auto& [endpoint, h] : latency_) {
+               "Time from a complete request to its answer, by endpoint and protocol.");
+    for (const auto& [key, h] : latency_) {
+      const std::string labels = label("endpoint", key.first) + "," + label("protocol", key.second);
       uint64_t cumulative = 0;
       for (size_t i = 0; i < h.buckets.size(); ++i) {
         cumulative += h.buckets[i];
-        lat.sample(label("endpoint", endpoint) + "," + label("le", fmt::format("{}", kLatencyBuckets[i])),
-                   double(cumulative), "_bucket");
+        lat.sample(labels + "," + label("le", fmt::format("{}", kLatencyBuckets[i])), double(cumulative), "_bucket");
       }
-      lat.sample(label("endpoint", endpoint) + ",le=\"+Inf\"", double(h.count), "_bucket");
-      lat.sample(label("endpoint", endpoint), h.sum, "_sum");
-      lat.sample(label("endpoint", endpoint), double(h.count), "_count");
+      lat.sample(labels + ",le=\"+Inf\"", double(h.count), "_bucket");
+      lat.sample(labels, h.sum, "_sum");
+      lat.sample(labels, double(h.count), "_count");
     }
   }
   render_http(out, snapshot.http);

@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -34,7 +35,8 @@ struct ServeSnapshot {
   bool max_batch_measured = false; // ... chosen by the start-up calibration
   uint64_t generation = 0;         // 1 + successful reloads
   uint64_t reloads_failed = 0;
-  uint64_t timed_out = 0;          // infer requests answered 504 at serve.request_timeout_s
+  uint64_t timed_out = 0;          // infer requests answered 504 at their deadline
+  uint64_t cancelled = 0;          // infer requests cancelled before their answer (client gone)
   uint64_t results_dropped = 0;    // segment results (cancellations too) after their request was answered
   size_t audio_pending = 0;        // /v1/audio:tag requests queued or decoding
   std::vector<std::pair<std::string, ProcessMemory>> memory;  // "supervisor", "worker-0", ...
@@ -43,9 +45,9 @@ struct ServeSnapshot {
 
 class ServeMetrics {
  public:
-  // `endpoint` is one of a small fixed set of names (never a raw path, which
-  // a client could make unbounded).
-  void observe(const std::string& endpoint, int code, double seconds);
+  // `protocol` ("http", "grpc") and `endpoint` are each one of a small fixed
+  // set of names (never a raw path, which a client could make unbounded).
+  void observe(const std::string& protocol, const std::string& endpoint, int code, double seconds);
   std::string render(const ServeSnapshot& snapshot) const;
 
  private:
@@ -55,8 +57,16 @@ class ServeMetrics {
     double sum = 0;
   };
   mutable std::mutex mu_;
-  std::map<std::pair<std::string, int>, uint64_t> requests_;
-  std::map<std::string, Histogram> latency_;
+  struct Key {  // endpoint first: the order the labels are rendered in
+    std::string endpoint;
+    int code;
+    std::string protocol;
+    bool operator<(const Key& o) const {
+      return std::tie(endpoint, code, protocol) < std::tie(o.endpoint, o.code, o.protocol);
+    }
+  };
+  std::map<Key, uint64_t> requests_;
+  std::map<std::pair<std::string, std::string>, Histogram> latency_;  // (endpoint, protocol)
 };
 
 }  // namespace corepool

@@ -26,7 +26,7 @@ class Reply {
   void send(HttpResponse response) const {
     if (state_->done.exchange(true)) return;
     const double seconds = std::chrono::duration<double>(Clock::now() - state_->start).count();
-    state_->metrics.observe(state_->endpoint, response.status, seconds);
+    state_->metrics.observe("http", state_->endpoint, response.status, seconds);
     state_->responder.send(std::move(response));
   }
   void json(int status, std::string body) const {

@@ -1,15 +1,9 @@
-// Endpoint table and the infer path. An infer request becomes one
-// model-input task per batch item, admitted all together or not at all
-// (Executor::try_submit), so a full queue costs the client a 503, never the
-// server unbounded memory; the reply is built when the last item is back.
+// Endpoint table: each path shape names one endpoint (the /metrics label),
+// and each endpoint is one Service call. Request bodies are parsed here (the
+// wire's business); what they mean is the service's.
 #include "supervisor/serve/serve_routes.h"
 
-#include <unistd.h>
-
-#include <chrono>
-
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "supervisor/serve/inference_protocol.h"
 
@@ -17,69 +11,6 @@ namespace corepool {
 namespace {
 
 using json = nlohmann::json;
-
-// Collects the scores of one infer request, on executor threads, unless its
-// deadline (on the DeadlineTimer's thread) answers it first: whichever comes
-// first answers, under mu_, and closes the stream so the other finds nothing.
-class InferState {
- public:
-  InferState(std::shared_ptr<Generation> gen, Reply reply, std::string id, size_t batch, DeadlineTimer& deadlines)
-      : gen_(std::move(gen)), reply_(std::move(reply)), id_(std::move(id)), scores_(batch), deadlines_(deadlines) {}
-
-  void set_stream(uint64_t id) { stream_ = id; }
-  void set_deadline(DeadlineTimer::Id id) {
-    std::lock_guard<std::mutex> lock(mu_);
-    deadline_ = id;
-    if (!gen_) deadlines_.cancel(id);  // answered before the deadline was even set
-  }
-
-  void on_result(SegmentResult&& r) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!gen_) return;  // answered 504 already: a late result, dropped
-    if (!r.error.empty() && error_.empty()) error_ = "item " + std::to_string(r.index) + ": " + r.error;
-    if (r.index < scores_.size()) scores_[r.index] = std::move(r.scores);
-    if (++done_ < scores_.size()) return;
-    if (error_.empty()) {
-      reply_.json(200, oip::infer_response(gen_->model().config, id_, scores_));
-    } else {
-      reply_.error(500, error_);
-    }
-    finish();
-  }
-
-  // The deadline passed first: 504, and the executor drops what has not started.
-  // Returns whether this call answered the request.
-  bool expire(int timeout_s) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!gen_) return false;
-    reply_.error(504, "no answer within serve.request_timeout_s = " + std::to_string(timeout_s) +
-                          " s (" + std::to_string(done_) + " of " + std::to_string(scores_.size()) +
-                          " items done); the request is cancelled and late results are dropped");
-    deadline_ = 0;
-    std::shared_ptr<Generation> gen = gen_;
-    finish();  // the stream first: thread mode completes cancelled tasks inside cancel()
-    gen->executor().cancel(stream_);
-    return true;
-  }
-
- private:
-  void finish() {
-    gen_->close_stream(stream_);
-    if (deadline_ != 0) deadlines_.cancel(deadline_);
-    gen_.reset();  // the server holds the generation too: never the last reference
-  }
-
-  std::mutex mu_;
-  std::shared_ptr<Generation> gen_;
-  Reply reply_;
-  std::string id_;
-  std::vector<std::vector<float>> scores_;
-  size_t done_ = 0;
-  uint64_t stream_ = 0;
-  std::string error_;
-  DeadlineTimer& deadlines_;
-  DeadlineTimer::Id deadline_ = 0;
-};
 
 std::string path_of(const std::string& target) { return target.substr(0, target.find('?')); }
 
@@ -100,17 +31,45 @@ std::string endpoint_of(const std::string& path) {
   if (path == "/v2") return "server_metadata";
   if (path == "/v1/audio:tag") return "audio_tag";
   if (path == "/metrics") return "metrics";
+  if (path == "/v2/models/stats") return "model_stats";
+  if (path == "/v2/repository/index") return "repository_index";
+  if (auto r = oip::parse_repository_path(path)) return "repository_" + r->action;
+  if (auto s = oip::parse_shm_path(path)) return "shm_" + s->action;
   if (auto m = oip::parse_model_path(path)) {
     if (m->action.empty()) return "model_metadata";
-    return m->action == "ready" ? "model_ready" : "infer";
+    if (m->action == "infer") return "infer";
+    return "model_" + m->action;  // model_ready, model_config, model_stats
   }
   return "not_found";
 }
 
+// The body of a POST that may be empty or a JSON object; nullopt (and a 400
+// sent) when it is neither.
+std::optional<json> object_body(const HttpRequest& request, const Reply& reply) {
+  if (request.body.find_first_not_of(" \t\r\n") == std::string::npos) return json::object();
+  json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object()) {
+    reply.error(400, "the request body must be a JSON object (or empty)");
+    return std::nullopt;
+  }
+  return body;
+}
+
+// Runs after the routes are gone too (a late infer answer at shutdown): no `this`.
+void fail_with(const Reply& reply, const triton::Status& status, int retry_after_s) {
+  const bool busy = status.code == triton::Code::kResourceExhausted;
+  reply.error(triton::http_status(status.code), status.message, busy ? retry_after_s : 0);
+}
+
 }  // namespace
 
-ServeRoutes::ServeRoutes(ServeContext& context, ServeMetrics& metrics, AudioTagger& audio, int retry_after_s)
-    : context_(context), metrics_(metrics), audio_(audio), retry_after_s_(retry_after_s) {}
+ServeRoutes::ServeRoutes(triton::Service& service, ServeContext& context, ServeMetrics& metrics, AudioTagger& audio,
+                         int retry_after_s)
+    : service_(service), context_(context), metrics_(metrics), audio_(audio), retry_after_s_(retry_after_s) {}
+
+void ServeRoutes::fail(const Reply& reply, const triton::Status& status) const {
+  fail_with(reply, status, retry_after_s_);
+}
 
 void ServeRoutes::handle(HttpRequest&& request, Responder responder) {
   const std::string path = path_of(request.target);
@@ -127,41 +86,57 @@ void ServeRoutes::handle(HttpRequest&& request, Responder responder) {
     return reply.send(std::move(r));
   }
   if (endpoint == "server_metadata") {
-    return get ? reply.json(200, oip::server_metadata(COREPOOL_VERSION)) : method_not_allowed(reply, "GET");
+    return get ? reply.json(200, service_.server_metadata_json()) : method_not_allowed(reply, "GET");
   }
-  std::shared_ptr<Generation> gen = context_.current();
   if (endpoint == "ready") {
     if (!get) return method_not_allowed(reply, "GET");
-    const bool ready = gen->executor().stats().all_ready;
+    const bool ready = service_.server_ready();
     return reply.json(ready ? 200 : 503, ready ? R"({"ready":true})" : R"({"ready":false})");
   }
-  if (endpoint == "audio_tag") return request.method == "POST" ? audio_tag(request, reply, gen) : method_not_allowed(reply, "POST");
-  const oip::ModelPath model_path = *oip::parse_model_path(path);
-  const ModelConfig& model = gen->model().config;
-  if (model_path.name != model.name || (!model_path.version.empty() && model_path.version != oip::kModelVersion)) {
-    return reply.error(404, "no model \"" + model_path.name + "\"" +
-                                (model_path.version.empty() ? "" : " version " + model_path.version) +
-                                "; this server serves \"" + model.name + "\" version " + oip::kModelVersion);
-  }
-  if (endpoint == "model_metadata") return get ? reply.json(200, oip::model_metadata(model)) : method_not_allowed(reply, "GET");
-  if (endpoint == "model_ready") {
+  if (endpoint == "audio_tag") return request.method == "POST" ? audio_tag(request, reply) : method_not_allowed(reply, "POST");
+  if (endpoint == "model_stats" && path == "/v2/models/stats") {
     if (!get) return method_not_allowed(reply, "GET");
-    const bool ready = gen->executor().stats().all_ready;
-    return reply.json(ready ? 200 : 503, json{{"name", model.name}, {"ready", ready}}.dump());
+    auto stats = service_.statistics_json("", "");
+    return stats.status.ok() ? reply.json(200, std::move(stats.value)) : fail(reply, stats.status);
   }
-  if (request.method != "POST") return method_not_allowed(reply, "POST");
-  infer(request, reply, gen);
+  if (endpoint.rfind("repository_", 0) == 0) return repository(request, reply, path);
+  if (endpoint.rfind("shm_", 0) == 0) return shared_memory(request, reply, path);
+  model_endpoint(request, reply, path);
 }
 
-void ServeRoutes::infer(HttpRequest& request, const Reply& reply, const std::shared_ptr<Generation>& gen) {
-  const ModelConfig& model = gen->model().config;
-  ExecutorStats stats = gen->executor().stats();
-  const int64_t max_batch = std::min<int64_t>(model.max_batch, static_cast<int64_t>(stats.depth));
-  oip::InferRequest parsed;
+void ServeRoutes::model_endpoint(HttpRequest& request, const Reply& reply, const std::string& path) {
+  const oip::ModelPath m = *oip::parse_model_path(path);
+  if (m.action == "infer") {
+    return request.method == "POST" ? infer(request, reply, m.name, m.version) : method_not_allowed(reply, "POST");
+  }
+  if (!is_get(request)) return method_not_allowed(reply, "GET");
+  if (m.action == "ready") {
+    const triton::Status ready = service_.model_ready(m.name, m.version);
+    if (ready.code == triton::Code::kNotFound) return fail(reply, ready);
+    json body = {{"name", m.name}, {"ready", ready.ok()}};
+    if (!ready.ok()) body["reason"] = ready.message;
+    return reply.json(ready.ok() ? 200 : 503, body.dump());
+  }
+  triton::Result<std::string> answer;
+  if (m.action.empty()) answer = service_.model_metadata_json(m.name, m.version);
+  if (m.action == "config") answer = service_.model_config_json(m.name, m.version);
+  if (m.action == "stats") answer = service_.statistics_json(m.name, m.version);
+  if (!answer.status.ok()) return fail(reply, answer.status);
+  reply.json(200, std::move(answer.value));
+}
+
+void ServeRoutes::infer(HttpRequest& request, const Reply& reply, const std::string& model,
+                        const std::string& version) {
+  auto view = service_.model_view(model, version);
+  if (!view.status.ok()) return fail(reply, view.status);
+  triton::InferInput input;
+  input.model = model;
+  input.version = version;
+  input.protocol = "http";
   try {
     auto header = request.headers.find("inference-header-content-length");
     if (header == request.headers.end()) {
-      parsed = oip::parse_infer_request(request.body, model, max_batch);
+      input.tensor = oip::parse_infer_request(request.body, view.value.config, view.value.max_batch);
     } else {
       size_t json_bytes = 0;
       try {
@@ -169,38 +144,84 @@ void ServeRoutes::infer(HttpRequest& request, const Reply& reply, const std::sha
       } catch (const std::exception&) {
         throw oip::ProtocolError("Inference-Header-Content-Length: not a byte count: " + header->second);
       }
-      parsed = oip::parse_binary_infer_request(request.body, json_bytes, model, max_batch);
+      input.tensor = oip::parse_binary_infer_request(request.body, json_bytes, view.value.config, view.value.max_batch);
     }
   } catch (const oip::ProtocolError& e) {
     return reply.error(400, e.what());
   }
   request.body.clear();
-  auto state = std::make_shared<InferState>(gen, reply, parsed.id, parsed.items.size(), deadlines_);
-  const uint64_t stream = gen->open_stream([state](SegmentResult&& r) { state->on_result(std::move(r)); });
-  state->set_stream(stream);
-  std::vector<SegmentTask> tasks;
-  tasks.reserve(parsed.items.size());
-  for (size_t i = 0; i < parsed.items.size(); ++i) {
-    tasks.push_back({stream, i, std::move(parsed.items[i]), TaskInput::kModelInput});
-  }
-  if (!gen->executor().try_submit(tasks)) {
-    gen->close_stream(stream);
-    reply.error(503, "the inference queue is full (" + std::to_string(stats.depth) + " segments); retry later",
-                retry_after_s_);
-    return;
-  }
-  const int timeout_s = gen->config().request_timeout_s;
-  if (timeout_s <= 0) return;
-  // The timer holds the state (and through it the generation) until the
-  // answer cancels it; the counter outlives the routes.
-  state->set_deadline(deadlines_.add(DeadlineTimer::Clock::now() + std::chrono::seconds(timeout_s),
-                                     [state, timeout_s, counter = timed_out_] {
-                                       if (state->expire(timeout_s)) ++*counter;
-                                     }));
+  service_.infer(std::move(input), [reply, retry = retry_after_s_](triton::Status status, triton::InferOutput&& out) {
+    if (status.ok()) return reply.json(200, oip::infer_response(out.model, out.id, out.scores, out.labels));
+    fail_with(reply, status, retry);
+  });
 }
 
-void ServeRoutes::audio_tag(HttpRequest& request, const Reply& reply, std::shared_ptr<Generation> gen) {
+void ServeRoutes::repository(HttpRequest& request, const Reply& reply, const std::string& path) {
+  if (request.method != "POST") return method_not_allowed(reply, "POST");
+  const auto body = object_body(request, reply);
+  if (!body) return;
+  if (path == "/v2/repository/index") {
+    const auto ready = body->find("ready");
+    if (ready != body->end() && !ready->is_boolean()) return reply.error(400, "ready: must be true or false");
+    return reply.json(200, service_.repository_index_json(ready != body->end() && ready->get<bool>()));
+  }
+  const oip::RepositoryPath r = *oip::parse_repository_path(path);
+  if (r.action == "unload") {
+    const triton::Status status = service_.unload(r.model);
+    return status.ok() ? reply.json(200, "{}") : fail(reply, status);
+  }
+  std::string config;
+  if (auto params = body->find("parameters"); params != body->end()) {
+    if (!params->is_object()) return reply.error(400, "parameters: must be a JSON object");
+    for (const auto& [key, value] : params->items()) {
+      if (key != "config") {
+        return reply.error(400, "parameters." + key + ": not supported; parameters.config (a JSON string of "
+                                "[engine] keys) is the only load parameter");
+      }
+      if (!value.is_string()) return reply.error(400, "parameters.config: must be a string holding a JSON object");
+      config = value.get<std::string>();
+    }
+  }
+  service_.load(r.model, config, [reply, retry = retry_after_s_](triton::Status status) {
+    if (status.ok()) return reply.json(200, "{}");
+    fail_with(reply, status, retry);
+  });
+}
+
+void ServeRoutes::shared_memory(HttpRequest& request, const Reply& reply, const std::string& path) {
+  const oip::ShmPath s = *oip::parse_shm_path(path);
+  if (s.action == "status") {
+    if (!is_get(request)) return method_not_allowed(reply, "GET");
+    auto status = service_.shm_status_json(s.region);
+    return status.status.ok() ? reply.json(200, std::move(status.value)) : fail(reply, status.status);
+  }
+  if (request.method != "POST") return method_not_allowed(reply, "POST");
+  if (s.action == "unregister") {
+    const triton::Status status = service_.shm_unregister(s.region);
+    return status.ok() ? reply.json(200, "{}") : fail(reply, status);
+  }
+  const auto body = object_body(request, reply);
+  if (!body) return;
+  const auto key = body->find("key");
+  const auto offset = body->find("offset");
+  const auto size = body->find("byte_size");
+  if (key == body->end() || !key->is_string()) return reply.error(400, "key: missing or not a string");
+  if (offset != body->end() && !offset->is_number_unsigned()) return reply.error(400, "offset: not a byte count");
+  if (size == body->end() || !size->is_number_unsigned()) return reply.error(400, "byte_size: missing or not a byte count");
+  const triton::Status status = service_.shm_register(s.region, key->get<std::string>(),
+                                                      offset == body->end() ? 0 : offset->get<uint64_t>(),
+                                                      size->get<uint64_t>());
+  status.ok() ? reply.json(200, "{}") : fail(reply, status);
+}
+
+void ServeRoutes::audio_tag(HttpRequest& request, const Reply& reply) {
   if (request.body.empty()) return reply.error(400, "empty body: send the audio file (WAV, FLAC, OGG) as the body");
+  std::shared_ptr<Generation> gen = context_.current();
+  // Workers up and yet the model not ready: it is unloaded.
+  if (const triton::Status ready = service_.model_ready(gen->model().config.name, "");
+      ready.code == triton::Code::kUnavailable && service_.server_ready()) {
+    return fail(reply, ready);
+  }
   AudioTagger::Job job{std::move(gen), std::make_shared<const std::string>(std::move(request.body)), reply};
   if (!audio_.enqueue(std::move(job))) {
     reply.error(503, "too many audio requests in progress; retry later", retry_after_s_);

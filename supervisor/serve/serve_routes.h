@@ -1,23 +1,23 @@
-// The API of `corepool serve`: maps each request (on the HTTP loop thread) to
-// its endpoint and answers it, or hands it on (infer to the executor, audio to
-// the AudioTagger) to be answered later. Never blocks: whatever would wait is
-// answered 503 with Retry-After instead. An infer request still unanswered at
-// its deadline (serve.request_timeout_s) is answered 504 and cancelled.
+// The HTTP side of `corepool serve`: a thin adapter that maps each request (on
+// the HTTP loop thread) to its triton::Service call and turns the answer into
+// an HTTP response (triton::http_status), plus the two endpoints that are
+// HTTP's own (/metrics, /v1/audio:tag). Never blocks: an infer or a model
+// load is answered later, from whatever thread finishes it.
 #pragma once
 
-#include <atomic>
 #include <memory>
 #include <string>
 
-#include "supervisor/serve/deadline_timer.h"
 #include "supervisor/http/http_server.h"
 #include "supervisor/serve/serve_audio.h"
 #include "supervisor/serve/serve_generation.h"
 #include "supervisor/serve/serve_metrics.h"
+#include "supervisor/serve/serve_reply.h"
+#include "supervisor/serve/triton_service.h"
 
 namespace corepool {
 
-// What the routes need from the server around them.
+// What the routes need from the server around them besides the service.
 class ServeContext {
  public:
   virtual std::shared_ptr<Generation> current() = 0;  // the generation new requests go to
@@ -29,21 +29,24 @@ class ServeContext {
 
 class ServeRoutes {
  public:
-  ServeRoutes(ServeContext& context, ServeMetrics& metrics, AudioTagger& audio, int retry_after_s);
+  ServeRoutes(triton::Service& service, ServeContext& context, ServeMetrics& metrics, AudioTagger& audio,
+              int retry_after_s);
   void handle(HttpRequest&& request, Responder responder);
-  // Infer requests answered 504 because serve.request_timeout_s passed.
-  uint64_t timed_out() const { return timed_out_->load(); }
 
  private:
-  void infer(HttpRequest& request, const Reply& reply, const std::shared_ptr<Generation>& gen);
-  void audio_tag(HttpRequest& request, const Reply& reply, std::shared_ptr<Generation> gen);
+  void model_endpoint(HttpRequest& request, const Reply& reply, const std::string& path);
+  void infer(HttpRequest& request, const Reply& reply, const std::string& model, const std::string& version);
+  void repository(HttpRequest& request, const Reply& reply, const std::string& path);
+  void shared_memory(HttpRequest& request, const Reply& reply, const std::string& path);
+  void audio_tag(HttpRequest& request, const Reply& reply);
+  // A Status that is not kOk, as {"error": ...} with its HTTP code.
+  void fail(const Reply& reply, const triton::Status& status) const;
 
+  triton::Service& service_;
   ServeContext& context_;
   ServeMetrics& metrics_;
   AudioTagger& audio_;
   const int retry_after_s_;
-  std::shared_ptr<std::atomic<uint64_t>> timed_out_ = std::make_shared<std::atomic<uint64_t>>(0);
-  DeadlineTimer deadlines_;  // last: its thread stops (and drops what is pending) first
 };
 
 }  // namespace corepool

@@ -107,7 +107,7 @@ TEST(ServeFaultsTest, ARequestPastItsDeadlineGets504AndItsSlotsAndLateResultsAre
                                   std::chrono::seconds(10)));
   EXPECT_EQ(metric(http, "corepool_queue_depth"), 64);
   EXPECT_EQ(metric(http, "corepool_requests_timed_out_total"), 3);
-  EXPECT_EQ(metric(http, R"(corepool_requests_total{endpoint="infer",code="504"})"), 3);
+  EXPECT_EQ(metric(http, R"(corepool_requests_total{endpoint="infer",code="504",protocol="http"})"), 3);
   // The worker wakes and finishes what it held: those 64 results are dropped
   // (after the 32 cancellations, which were dropped too).
   ::kill(workers[0], SIGCONT);

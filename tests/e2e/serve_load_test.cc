@@ -73,7 +73,7 @@ TEST(ServeLoadTest, ReloadsUnderWrkLoadFailNoRequest) {
       {kWrk, "-t2", "-c8", "-d12s", "--timeout", "10s", "-s", write_infer_script(dir),
        server.url("/v2/models/default/infer")},
       dir.path());
-  ASSERT_TRUE(testing::wait_until([&] { return metric_of(dir, server, R"(corepool_requests_total{endpoint="infer",code="200"})") > 20; },
+  ASSERT_TRUE(testing::wait_until([&] { return metric_of(dir, server, R"(corepool_requests_total{endpoint="infer",code="200",protocol="http"})") > 20; },
                                   std::chrono::seconds(30)));
   server.signal(SIGHUP);
   ASSERT_TRUE(testing::wait_until([&] { return metric_of(dir, server, "corepool_generation") == 2; },

@@ -261,10 +261,10 @@ TEST_P(ServeModeTest, MetricsCountRequestsWorkersAndMemory) {
   ASSERT_EQ(a.code, 200);
   EXPECT_THAT(a.headers, HasSubstr("content-type: text/plain; version=0.0.4"));
   const std::string& m = a.body;
-  EXPECT_EQ(testing::metric(m, R"(corepool_requests_total{endpoint="infer",code="200"})"), 3);
-  EXPECT_EQ(testing::metric(m, R"(corepool_requests_total{endpoint="not_found",code="404"})"), 1);
-  EXPECT_EQ(testing::metric(m, R"(corepool_request_duration_seconds_count{endpoint="infer"})"), 3);
-  EXPECT_EQ(testing::metric(m, R"(corepool_request_duration_seconds_bucket{endpoint="infer",le="+Inf"})"), 3);
+  EXPECT_EQ(testing::metric(m, R"(corepool_requests_total{endpoint="infer",code="200",protocol="http"})"), 3);
+  EXPECT_EQ(testing::metric(m, R"(corepool_requests_total{endpoint="not_found",code="404",protocol="http"})"), 1);
+  EXPECT_EQ(testing::metric(m, R"(corepool_request_duration_seconds_count{endpoint="infer",protocol="http"})"), 3);
+  EXPECT_EQ(testing::metric(m, R"(corepool_request_duration_seconds_bucket{endpoint="infer",protocol="http",le="+Inf"})"), 3);
   EXPECT_GT(testing::metric(m, R"(corepool_worker_busy_seconds_total{worker="0"})") +
                 testing::metric(m, R"(corepool_worker_busy_seconds_total{worker="1"})"), 0);
   EXPECT_EQ(testing::metric(m, "corepool_queue_depth"), 0);

@@ -13,26 +13,29 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-TEST(ServeMetricsTest, LatencyBucketsAreCumulativeAndCountsByEndpointAndCode) {
+TEST(ServeMetricsTest, LatencyBucketsAreCumulativeAndCountsByEndpointCodeAndProtocol) {
   ServeMetrics m;
-  m.observe("infer", 200, 0.0003);
-  m.observe("infer", 200, 0.02);
-  m.observe("infer", 503, 20.0);  // above the last bucket: only +Inf
+  m.observe("http", "infer", 200, 0.0003);
+  m.observe("http", "infer", 200, 0.02);
+  m.observe("http", "infer", 503, 20.0);  // above the last bucket: only +Inf
+  m.observe("grpc", "infer", 200, 0.001);
   const std::string text = m.render({});
-  EXPECT_THAT(text, HasSubstr("corepool_requests_total{endpoint=\"infer\",code=\"200\"} 2\n"));
-  EXPECT_THAT(text, HasSubstr("corepool_requests_total{endpoint=\"infer\",code=\"503\"} 1\n"));
-  EXPECT_THAT(text, HasSubstr("corepool_request_duration_seconds_bucket{endpoint=\"infer\",le=\"0.00025\"} 0\n"));
-  EXPECT_THAT(text, HasSubstr("corepool_request_duration_seconds_bucket{endpoint=\"infer\",le=\"0.0005\"} 1\n"));
-  EXPECT_THAT(text, HasSubstr("corepool_request_duration_seconds_bucket{endpoint=\"infer\",le=\"0.025\"} 2\n"));
-  EXPECT_THAT(text, HasSubstr("corepool_request_duration_seconds_bucket{endpoint=\"infer\",le=\"10\"} 2\n"));
-  EXPECT_THAT(text, HasSubstr("corepool_request_duration_seconds_bucket{endpoint=\"infer\",le=\"+Inf\"} 3\n"));
-  EXPECT_THAT(text, HasSubstr("corepool_request_duration_seconds_count{endpoint=\"infer\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_requests_total{endpoint=\"infer\",code=\"200\",protocol=\"http\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_requests_total{endpoint=\"infer\",code=\"503\",protocol=\"http\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_request_duration_seconds_bucket{endpoint=\"infer\",protocol=\"http\",le=\"0.00025\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_request_duration_seconds_bucket{endpoint=\"infer\",protocol=\"http\",le=\"0.0005\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_request_duration_seconds_bucket{endpoint=\"infer\",protocol=\"http\",le=\"0.025\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_request_duration_seconds_bucket{endpoint=\"infer\",protocol=\"http\",le=\"10\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_request_duration_seconds_bucket{endpoint=\"infer\",protocol=\"http\",le=\"+Inf\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_request_duration_seconds_count{endpoint=\"infer\",protocol=\"http\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_requests_total{endpoint=\"infer\",code=\"200\",protocol=\"grpc\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_request_duration_seconds_count{endpoint=\"infer\",protocol=\"grpc\"} 1\n"));
 }
 
 TEST(ServeMetricsTest, EachFamilyHasOneHelpAndTypeLine) {
   ServeMetrics m;
-  m.observe("live", 200, 0.001);
-  m.observe("infer", 200, 0.001);
+  m.observe("http", "live", 200, 0.001);
+  m.observe("grpc", "infer", 200, 0.001);
   const std::string text = m.render({});
   size_t count = 0;
   for (size_t at = 0; (at = text.find("# TYPE corepool_requests_total counter", at)) != std::string::npos; ++at) ++count;
