@@ -37,8 +37,22 @@ struct CompletionDesc {
   int32_t status = 0;    // 0: `labels` floats of scores follow the PCM; else an error text
 };
 
+// Worker -> supervisor, in the slot next to the result: where the request's
+// time went (Triton's statistics). CLOCK_MONOTONIC is one clock for every
+// process, so the supervisor turns taken_ns into queue time with its own
+// submit time. Written before the completion is pushed (a release).
+struct SlotTiming {
+  int64_t taken_ns = 0;     // the worker popped the request from its ring
+  uint64_t input_ns = 0;    // its batch's features and copy-in
+  uint64_t infer_ns = 0;    // its batch's forward()
+  uint64_t output_ns = 0;   // its batch's copy-out into the slots
+  uint32_t batch = 0;       // requests in that forward()
+  uint32_t batch_pos = 0;   // this one's place in it
+};
+
 static_assert(std::is_trivially_copyable_v<RequestDesc>);
 static_assert(std::is_trivially_copyable_v<CompletionDesc>);
+static_assert(std::is_trivially_copyable_v<SlotTiming>);
 
 enum class WorkerState : uint32_t { kEmpty = 0, kStarting = 1, kReady = 2, kStopping = 3 };
 
@@ -83,6 +97,7 @@ struct ChannelLayout {
   uint64_t total_bytes = 0;
   uint32_t result_offset = 0;  // within a slot: scores or error text start here;
                                // the input area before it holds this / 4 floats
+  uint32_t timing_offset = 0;  // within a slot: the SlotTiming, after the result area
 
   static ChannelLayout for_model(uint32_t segment_samples, uint32_t item_floats, uint32_t labels) {
     // Cache-line boundaries: the result area never shares a line with the
@@ -92,7 +107,8 @@ struct ChannelLayout {
     const uint64_t input_floats = std::max(segment_samples, item_floats);
     l.result_offset = static_cast<uint32_t>(round_up(input_floats * sizeof(float)));
     const uint64_t result_bytes = std::max<uint64_t>(uint64_t{labels} * sizeof(float), kErrorTextBytes);
-    l.slab = make_slab_layout(kRingSlots, l.result_offset + result_bytes);
+    l.timing_offset = static_cast<uint32_t>((l.result_offset + result_bytes + 7) / 8 * 8);
+    l.slab = make_slab_layout(kRingSlots, l.timing_offset + sizeof(SlotTiming));
     l.slab_offset = round_up(sizeof(ChannelData));
     l.total_bytes = l.slab_offset + l.slab.total_bytes();
     return l;

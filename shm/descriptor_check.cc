@@ -16,9 +16,9 @@ std::string slot_problem(uint32_t slot, const ChannelLayout& layout) {
          " slots)";
 }
 
-// Bytes of a slot from result_offset to its end: where scores or error text go.
+// Bytes of a slot from result_offset to the timing: where scores or error text go.
 uint64_t result_bytes(const ChannelLayout& layout) {
-  return layout.slab.slot_bytes > layout.result_offset ? layout.slab.slot_bytes - layout.result_offset : 0;
+  return layout.timing_offset > layout.result_offset ? layout.timing_offset - layout.result_offset : 0;
 }
 
 }  // namespace
@@ -39,7 +39,11 @@ DecodedCompletion decode_completion(const CompletionDesc& c, const char* slab, c
   DecodedCompletion out;
   if (out.problem = slot_problem(c.slot, layout); !out.problem.empty()) return out;
   const uint64_t room = result_bytes(layout);
-  const char* result = slab + layout.slab.offset_of(c.slot) + layout.result_offset;
+  const char* slot = slab + layout.slab.offset_of(c.slot);
+  const char* result = slot + layout.result_offset;
+  if (uint64_t{layout.timing_offset} + sizeof(SlotTiming) <= layout.slab.slot_bytes) {
+    std::memcpy(&out.timing, slot + layout.timing_offset, sizeof(SlotTiming));
+  }
   if (c.status == 0) {
     if (uint64_t{labels} * sizeof(float) > room) {
       out.problem = std::to_string(labels) + " scores do not fit the slot's result area";

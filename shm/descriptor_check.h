@@ -25,6 +25,7 @@ struct DecodedCompletion {
   std::string problem;        // non-empty: corrupt descriptor, ignore the rest
   std::vector<float> scores;  // `labels` floats
   std::string error;          // the worker's error text (at most kErrorTextBytes)
+  SlotTiming timing;          // as the worker wrote it (numbers only: the reader checks what it uses)
 };
 
 // `slab` is the start of the channel's slab in this process's mapping.

@@ -2,10 +2,16 @@
 // no version counters), outputs converted to contiguous float scores.
 #include "worker/engine.h"
 
+#include <chrono>
 #include <string>
 
 namespace corepool {
 namespace {
+
+uint64_t ns_since(std::chrono::steady_clock::time_point t0) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+}
 
 std::string shape_text(const torch::Tensor& t) {
   std::string s = "[";
@@ -49,9 +55,12 @@ std::vector<std::vector<float>> Engine::infer(const std::vector<const float*>& s
   return scores_of(features_.compute(segments), static_cast<int64_t>(segments.size()));
 }
 
-std::vector<std::vector<float>> Engine::infer_items(const std::vector<BatchItem>& items) {
+std::vector<std::vector<float>> Engine::infer_items(const std::vector<BatchItem>& items, EngineTiming* timing) {
   c10::InferenceMode guard;
-  return scores_of(batch_input(items), static_cast<int64_t>(items.size()));
+  const auto t0 = std::chrono::steady_clock::now();
+  torch::Tensor input = batch_input(items);
+  if (timing) timing->input_ns = ns_since(t0);
+  return scores_of(input, static_cast<int64_t>(items.size()), timing);
 }
 
 // The features of the PCM items are computed in one call (the STFT batches
@@ -79,8 +88,14 @@ torch::Tensor Engine::batch_input(const std::vector<BatchItem>& items) const {
   return torch::cat(rows, 0);
 }
 
-std::vector<std::vector<float>> Engine::scores_of(const torch::Tensor& input, int64_t batch) {
-  torch::Tensor scores = forward(input).to(torch::kFloat32).contiguous();
+std::vector<std::vector<float>> Engine::scores_of(const torch::Tensor& input, int64_t batch, EngineTiming* timing) {
+  auto t0 = std::chrono::steady_clock::now();
+  torch::Tensor output = forward(input);
+  if (timing) {
+    timing->infer_ns = ns_since(t0);
+    t0 = std::chrono::steady_clock::now();
+  }
+  torch::Tensor scores = output.to(torch::kFloat32).contiguous();
   const int64_t labels = static_cast<int64_t>(model_->config.labels.size());
   if (scores.dim() != 2 || scores.size(0) != batch || scores.size(1) != labels) {
     throw ModelError(model_->dir + "/model.pt: output shape " + shape_text(scores) +
@@ -90,6 +105,7 @@ std::vector<std::vector<float>> Engine::scores_of(const torch::Tensor& input, in
   std::vector<std::vector<float>> out(batch);
   const float* p = scores.data_ptr<float>();
   for (int64_t i = 0; i < batch; ++i) out[i].assign(p + i * labels, p + (i + 1) * labels);
+  if (timing) timing->output_ns = ns_since(t0);
   return out;
 }
 

@@ -22,6 +22,14 @@ struct BatchItem {
   TaskInput input = TaskInput::kPcm;
 };
 
+// Where one infer_items() call spent its time, in nanoseconds (Triton's
+// statistics: compute_input, compute_infer, compute_output).
+struct EngineTiming {
+  uint64_t input_ns = 0;   // features and the copy into the batch tensor
+  uint64_t infer_ns = 0;   // forward()
+  uint64_t output_ns = 0;  // the scores out of the output tensor
+};
+
 // "" if `floats` is the right size for an item of kind `input`, else the error
 // text a task of that size is answered with. Both executors check with this
 // before anything reads the floats.
@@ -37,8 +45,9 @@ class Engine {
   std::vector<std::vector<float>> infer(const std::vector<const float*>& segments);
   // The same for a batch that mixes kinds, still in one forward(): features
   // for the PCM items, the model-input items viewed in place, concatenated in
-  // order. Scores come back in item order.
-  std::vector<std::vector<float>> infer_items(const std::vector<BatchItem>& items);
+  // order. Scores come back in item order; `timing` (if given) says where
+  // the time went.
+  std::vector<std::vector<float>> infer_items(const std::vector<BatchItem>& items, EngineTiming* timing = nullptr);
 
   // forward() alone on a ready input tensor: what the bare ceiling measures.
   torch::Tensor forward(const torch::Tensor& input);
@@ -54,7 +63,7 @@ class Engine {
 
  private:
   torch::Tensor batch_input(const std::vector<BatchItem>& items) const;
-  std::vector<std::vector<float>> scores_of(const torch::Tensor& input, int64_t batch);
+  std::vector<std::vector<float>> scores_of(const torch::Tensor& input, int64_t batch, EngineTiming* timing = nullptr);
 
   std::shared_ptr<const LoadedModel> model_;
   torch::jit::Module module_;  // handle copy: shares parameters with model_->module

@@ -48,7 +48,7 @@ ThreadExecutor::~ThreadExecutor() {
 void ThreadExecutor::submit(SegmentTask task) {
   std::unique_lock<std::mutex> lock(mu_);
   space_ready_.wait(lock, [this] { return in_flight_ < depth_; });
-  queue_.push_back(std::move(task));
+  queue_.push_back({std::move(task), Clock::now()});
   ++in_flight_;
   lock.unlock();
   work_ready_.notify_one();
@@ -59,7 +59,8 @@ bool ThreadExecutor::try_submit(std::vector<SegmentTask>& tasks) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (in_flight_ + n > depth_) return false;
-    for (auto& t : tasks) queue_.push_back(std::move(t));
+    const Clock::time_point now = Clock::now();
+    for (auto& t : tasks) queue_.push_back({std::move(t), now});
     in_flight_ += n;
   }
   tasks.clear();
@@ -91,11 +92,11 @@ void ThreadExecutor::cancel(uint64_t stream) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = queue_.begin(); it != queue_.end();) {
-      if (it->stream != stream) {
+      if (it->task.stream != stream) {
         ++it;
         continue;
       }
-      dropped.push_back(std::move(*it));
+      dropped.push_back(std::move(it->task));
       it = queue_.erase(it);
     }
     cancelled_ += dropped.size();
@@ -115,13 +116,17 @@ double ThreadExecutor::mean_batch() const {
   return batches_ ? static_cast<double>(segments_) / batches_ : 0.0;
 }
 
-std::vector<SegmentTask> ThreadExecutor::take_batch() {
+std::vector<SegmentTask> ThreadExecutor::take_batch(std::vector<uint64_t>& queue_ns) {
   std::unique_lock<std::mutex> lock(mu_);
   work_ready_.wait(lock, [this] { return !queue_.empty() || stopping_; });
   std::vector<SegmentTask> batch;
+  queue_ns.clear();
+  const Clock::time_point now = Clock::now();
   // Dynamic batching without delay: take what is queued now, up to max_batch.
   while (!queue_.empty() && batch.size() < static_cast<size_t>(options_.max_batch)) {
-    batch.push_back(std::move(queue_.front()));
+    batch.push_back(std::move(queue_.front().task));
+    queue_ns.push_back(static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(now - queue_.front().at).count()));
     queue_.pop_front();
   }
   return batch;
@@ -147,13 +152,16 @@ void ThreadExecutor::finish_batch(size_t n) {
 // A task of the wrong length would make the feature step (or the view of a
 // model input) read past its buffer: answer it with an error here and run the
 // rest of the batch.
-void ThreadExecutor::reject_misshapen(std::vector<SegmentTask>& batch) {
+void ThreadExecutor::reject_misshapen(std::vector<SegmentTask>& batch, std::vector<uint64_t>& queue_ns) {
   size_t kept = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     SegmentTask& t = batch[i];
     std::string error = item_size_error(model_->config, t.input, t.samples.size());
     if (error.empty()) {
-      if (i != kept) batch[kept] = std::move(t);
+      if (i != kept) {
+        batch[kept] = std::move(t);
+        queue_ns[kept] = queue_ns[i];
+      }
       ++kept;
       continue;
     }
@@ -161,17 +169,20 @@ void ThreadExecutor::reject_misshapen(std::vector<SegmentTask>& batch) {
     finish_batch(1);
   }
   batch.resize(kept);
+  queue_ns.resize(kept);
 }
 
-void ThreadExecutor::run_batch(Engine& engine, int slot, std::vector<SegmentTask>& batch) {
+void ThreadExecutor::run_batch(Engine& engine, int slot, std::vector<SegmentTask>& batch,
+                               const std::vector<uint64_t>& queue_ns) {
   std::vector<BatchItem> items;
   items.reserve(batch.size());
   for (const auto& t : batch) items.push_back({t.samples.data(), t.input});
   std::vector<std::vector<float>> scores;
   std::string error;
+  EngineTiming timing;
   const auto started = std::chrono::steady_clock::now();
   try {
-    scores = engine.infer_items(items);
+    scores = engine.infer_items(items, &timing);
   } catch (const c10::Error& e) {
     error = std::string("inference failed: ") + e.what_without_backtrace();
   } catch (const std::exception& e) {
@@ -182,6 +193,8 @@ void ThreadExecutor::run_batch(Engine& engine, int slot, std::vector<SegmentTask
   for (size_t i = 0; i < batch.size(); ++i) {
     SegmentResult r{batch[i].stream, batch[i].index, {}, error, {}};
     if (error.empty()) r.scores = std::move(scores[i]);
+    r.timing = {queue_ns[i], timing.input_ns, timing.infer_ns, timing.output_ns,
+                static_cast<uint32_t>(batch.size()), static_cast<uint32_t>(i)};
     on_complete_(std::move(r));
   }
   finish_batch(batch.size());
@@ -211,10 +224,11 @@ void ThreadExecutor::run(int slot) {
   started_cv_.notify_all();
 
   for (;;) {
-    std::vector<SegmentTask> batch = take_batch();
+    std::vector<uint64_t> queue_ns;
+    std::vector<SegmentTask> batch = take_batch(queue_ns);
     if (batch.empty()) return;  // stopping and nothing left
-    reject_misshapen(batch);
-    if (!batch.empty()) run_batch(*engine, slot, batch);
+    reject_misshapen(batch, queue_ns);
+    if (!batch.empty()) run_batch(*engine, slot, batch, queue_ns);
   }
 }
 

@@ -4,6 +4,7 @@
 // command that runs it; the destructor drains the queue and joins the threads.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -44,11 +45,18 @@ class ThreadExecutor final : public Executor {
   double mean_batch() const;
 
  private:
+  using Clock = std::chrono::steady_clock;
+  struct Queued {
+    SegmentTask task;
+    Clock::time_point at;  // when it was submitted: its queue time ends when an engine takes it
+  };
+
   void run(int slot);
-  std::vector<SegmentTask> take_batch();
+  // Up to max_batch tasks and, per task, the nanoseconds it waited in the queue.
+  std::vector<SegmentTask> take_batch(std::vector<uint64_t>& queue_ns);
   void finish_batch(size_t n);
-  void reject_misshapen(std::vector<SegmentTask>& batch);
-  void run_batch(Engine& engine, int slot, std::vector<SegmentTask>& batch);
+  void reject_misshapen(std::vector<SegmentTask>& batch, std::vector<uint64_t>& queue_ns);
+  void run_batch(Engine& engine, int slot, std::vector<SegmentTask>& batch, const std::vector<uint64_t>& queue_ns);
   void account(int slot, size_t segments, double seconds);
 
   std::shared_ptr<const LoadedModel> model_;
@@ -59,7 +67,7 @@ class ThreadExecutor final : public Executor {
   std::condition_variable work_ready_;   // queue non-empty or stopping
   std::condition_variable space_ready_;  // in_flight_ dropped below depth
   std::condition_variable idle_;         // in_flight_ reached 0
-  std::deque<SegmentTask> queue_;
+  std::deque<Queued> queue_;
   size_t in_flight_ = 0;                 // queued + running
   size_t depth_ = 0;
   bool stopping_ = false;

@@ -83,6 +83,7 @@ class WorkerLoop {
   bool crash_marker_;
   int grow_mb_;                                  // test-only leak per segment (max_rss_mb tests)
   std::vector<std::unique_ptr<char[]>> grown_;   // what grow() holds on to
+  std::vector<int64_t> taken_ns_;                // per request of the batch: when it left the ring
 };
 
 void WorkerLoop::serve(Engine& engine) {
@@ -105,6 +106,7 @@ void WorkerLoop::serve(Engine& engine) {
 
 void WorkerLoop::take_batch(std::vector<shm::RequestDesc>& batch) {
   batch.clear();
+  taken_ns_.clear();
   const auto deadline = Clock::now() + std::chrono::microseconds(setup_.max_batch_delay_us);
   while (batch.size() < static_cast<size_t>(setup_.max_batch)) {
     if (shm::RequestDesc* r = requests_.front()) {
@@ -112,6 +114,7 @@ void WorkerLoop::take_batch(std::vector<shm::RequestDesc>& batch) {
       const bool alone = (r->flags & shm::kRunAlone) != 0;
       if (alone && !batch.empty()) break;
       batch.push_back(*r);
+      taken_ns_.push_back(monotonic_ns());
       requests_.pop();
       if (alone) break;
       continue;
@@ -152,22 +155,35 @@ void WorkerLoop::account(size_t segments, int64_t busy_ns) {
 void WorkerLoop::run_batch(Engine& engine, const std::vector<shm::RequestDesc>& batch) {
   std::vector<BatchItem> items;
   std::vector<shm::RequestDesc> good;
-  for (const auto& r : batch) {
+  std::vector<int64_t> taken;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const shm::RequestDesc& r = batch[i];
     if (!admit(engine, r)) continue;
     items.push_back({reinterpret_cast<const float*>(slot(r.slot)), kind_of(r)});
     good.push_back(r);
+    taken.push_back(taken_ns_[i]);
   }
   if (good.empty()) return;
   grow(good.size());
   beat();
   const int64_t started = monotonic_ns();
   try {
-    auto scores = engine.infer_items(items);
+    EngineTiming timing;
+    auto scores = engine.infer_items(items, &timing);
     account(good.size(), monotonic_ns() - started);
+    const int64_t copy_started = monotonic_ns();
     for (size_t i = 0; i < good.size(); ++i) {
       std::memcpy(slot(good[i].slot) + layout_.result_offset, scores[i].data(), scores[i].size() * sizeof(float));
-      complete(good[i], 0);
     }
+    // The copy into the slots is part of the copy-out; the completions go
+    // after every slot has its timing.
+    timing.output_ns += static_cast<uint64_t>(monotonic_ns() - copy_started);
+    for (size_t i = 0; i < good.size(); ++i) {
+      const shm::SlotTiming t{taken[i], timing.input_ns, timing.infer_ns, timing.output_ns,
+                              static_cast<uint32_t>(good.size()), static_cast<uint32_t>(i)};
+      std::memcpy(slot(good[i].slot) + layout_.timing_offset, &t, sizeof(t));
+    }
+    for (const auto& r : good) complete(r, 0);
   } catch (const std::exception& e) {
     account(good.size(), monotonic_ns() - started);
     const std::string text = std::string("inference failed: ") +

@@ -82,6 +82,7 @@ void Connection::reject(int status, std::string_view message) {
 
 void Connection::close() {
   if (state_ == ConnState::kClosed) return;
+  if (state_ == ConnState::kHandling) tell_client_gone();
   state_ = ConnState::kClosed;
   pending_closes_ = 2;
   auto closed = [](uv_handle_t* h) {
@@ -132,10 +133,20 @@ void Connection::on_read(ssize_t nread, const uv_buf_t* buf) {
   update_reading();
 }
 
+bool Connection::tell_client_gone() {
+  if (!client_gone_) return false;
+  auto gone = std::move(client_gone_);
+  client_gone_ = nullptr;
+  return gone();
+}
+
 // The client shut its write side. An answer in progress is still delivered
-// (half-close is legal HTTP); buffered pipelined requests are served, then we close.
+// (half-close is legal HTTP) unless the handler watches for the client
+// leaving: it is told, and the connection closes. Buffered pipelined requests
+// are served, then we close.
 void Connection::on_eof() {
   peer_eof_ = true;
+  if (state_ == ConnState::kHandling && tell_client_gone()) return close();
   update_reading();
   if (state_ == ConnState::kLingering) return close();
   if (state_ != ConnState::kHandling && state_ != ConnState::kWriting) pump();
@@ -222,6 +233,7 @@ void Connection::send_error(int status, std::string_view message) {
 }
 
 void Connection::respond(HttpResponse&& response, bool close_after) {
+  client_gone_ = nullptr;  // answered: leaving now costs nobody any work
   close_after_ = close_after_ || close_after;
   owner_.stats_board().response(response.status);
   state_ = ConnState::kWriting;

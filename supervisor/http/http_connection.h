@@ -10,6 +10,7 @@
 #include <boost/beast/http.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -57,6 +58,10 @@ class Connection {
   void reject(int status, std::string_view message);  // after uv_accept: answer once, close
   void deliver(std::uint64_t seq, HttpResponse&& response);  // a Responder's answer
   void begin_drain();                      // the server stops: finish the current exchange
+  // Called (once) if the client leaves while the current request is being
+  // handled; returns whether the handler was watching (then the connection
+  // closes at once even on a half-close: no answer will come).
+  void watch(std::function<bool()> client_gone) { client_gone_ = std::move(client_gone); }
   void close();                            // now; idempotent
 
  private:
@@ -81,6 +86,7 @@ class Connection {
   void arm_timer(int ms);
   void on_timer();
   void update_reading();
+  bool tell_client_gone();  // true when the handler was watching
 
   ConnectionOwner& owner_;
   const std::uint64_t id_;
@@ -96,6 +102,7 @@ class Connection {
   ConnState state_ = ConnState::kIdle;
   std::string inbuf_;             // read but not yet parsed
   std::optional<Parser> parser_;  // the request being parsed
+  std::function<bool()> client_gone_;  // of the request being handled
   std::uint64_t seq_ = 0;         // of the request in flight
   bool counted_ = false;
   bool reading_ = false;

@@ -83,6 +83,24 @@ struct Responder::State {
   std::uint64_t connection_id;
   std::uint64_t request_seq;
   std::atomic<bool> sent{false};
+  std::mutex close_mu;               // guards the two below
+  std::function<void()> on_close;    // set by Responder::on_close, run at most once
+  bool gone = false;                 // the client left before the answer
+
+  // Loop thread: the connection saw its client leave. Returns whether someone
+  // was watching (and has now been told).
+  bool client_gone() {
+    std::function<void()> fn;
+    {
+      std::lock_guard<std::mutex> lock(close_mu);
+      if (gone || sent.load()) return false;
+      gone = true;
+      fn = std::move(on_close);
+    }
+    if (!fn) return false;
+    fn();
+    return true;
+  }
 
   ~State() {
     if (sent.exchange(true)) return;
@@ -105,6 +123,19 @@ void Responder::send(HttpResponse response) const {
 }
 
 bool Responder::sent() const { return state_->sent.load(); }
+
+void Responder::on_close(std::function<void()> fn) const {
+  {
+    std::lock_guard<std::mutex> lock(state_->close_mu);
+    if (!state_->gone) {
+      state_->on_close = std::move(fn);
+      return;
+    }
+  }
+  if (!state_->sent.load()) fn();
+}
+
+void Responder::abandon() const { state_->sent.store(true); }
 
 // ---- HttpServer::Impl ------------------------------------------------------
 
@@ -301,6 +332,10 @@ void HttpServer::Impl::on_request(http::Connection& connection, HttpRequest&& re
   state->mailbox = mailbox_;
   state->connection_id = connection.id();
   state->request_seq = connection.request_seq();
+  connection.watch([weak = std::weak_ptr<Responder::State>(state)] {
+    const auto watched = weak.lock();
+    return watched && watched->client_gone();
+  });
   Responder responder(std::move(state));
   try {
     handler_(std::move(request), responder);

@@ -24,6 +24,16 @@ class Responder {
   explicit Responder(std::shared_ptr<State> state);
   void send(HttpResponse response) const;
   bool sent() const;
+  // Runs `fn` once if the client leaves before an answer was sent: its
+  // connection closed, or it shut its write side (a request watched this way
+  // takes that as leaving, as Go's net/http does; one that is not watched
+  // still gets its answer after a half-close). Runs at once (on the calling
+  // thread) if the client has left already, else on the loop thread. `fn`
+  // must not block; it typically cancels the work and calls abandon().
+  void on_close(std::function<void()> fn) const;
+  // The request is over without an answer (its client is gone): nothing is
+  // sent, and the dropped-Responder 500 is not either.
+  void abandon() const;
 
  private:
   std::shared_ptr<State> state_;

@@ -17,6 +17,19 @@ namespace {
 
 constexpr const char* kCancelled = "cancelled: the request's deadline passed";
 
+// What a worker wrote next to its result, with the queue time ours to compute
+// (a clock skew cannot go negative: a worker's bad number is clamped).
+SegmentTiming timing_of(const shm::SlotTiming& t, int64_t submitted_ns) {
+  SegmentTiming out;
+  out.queue_ns = t.taken_ns > submitted_ns ? static_cast<uint64_t>(t.taken_ns - submitted_ns) : 0;
+  out.input_ns = t.input_ns;
+  out.infer_ns = t.infer_ns;
+  out.output_ns = t.output_ns;
+  out.batch = std::min<uint32_t>(t.batch, shm::kMaxBatch);
+  out.batch_pos = t.batch_pos;
+  return out;
+}
+
 }  // namespace
 
 Dispatcher::Dispatcher(const ProcessPoolOptions& options, const shm::ChannelLayout& layout, uint32_t labels,
@@ -102,6 +115,7 @@ bool Dispatcher::drain_completions(Worker& w) {
     if (!decoded.problem.empty()) {
       r.error = "worker " + std::to_string(w.index) + " sent a corrupt completion: " + decoded.problem;
     }
+    if (r.error.empty()) r.timing = timing_of(decoded.timing, it->second.submitted_ns);
     in_flight_.erase(it);
     deliver(std::move(r));
   }

@@ -3,12 +3,25 @@
 // thread may call in. Waking the loop after a change is the caller's job.
 #include "supervisor/pool/submissions.h"
 
+#include <time.h>
+
 namespace corepool::pool {
+namespace {
+
+// The workers' clock (worker_process.cc's monotonic_ns): one clock for every process.
+int64_t monotonic_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+}  // namespace
 
 void Submissions::enqueue_locked(SegmentTask&& task) {
   Request req;
   req.id = next_id_++;
   req.task = std::move(task);
+  req.submitted_ns = monotonic_ns();
   pending_.push_back(std::move(req));
 }
 

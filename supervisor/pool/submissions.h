@@ -24,6 +24,7 @@ struct Request {
   int kills = 0;            // workers that died while running it (poison input at options.poison_kills)
   std::string last_death;   // how the last of them died
   bool cancelled = false;   // its stream was cancelled while it ran: never re-dispatch it
+  int64_t submitted_ns = 0;  // CLOCK_MONOTONIC at submit: its queue time runs until a worker takes it
 };
 
 class Submissions {

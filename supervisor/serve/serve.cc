@@ -223,7 +223,7 @@ ExitCode Server::start() {
   service_ = std::make_unique<ServeService>(*this, metrics_, config_.allow_client_shm);
   try {
     auto model = load_model(config_.model_dir);
-    current_ = std::make_shared<Generation>(++generations_, config_, std::move(model));
+    current_ = std::make_shared<Generation>(++generations_, config_, std::move(model), service_->statistics());
   } catch (const ModelError& e) {
     spdlog::error("model error: {}", e.what());
     return ExitCode::kModelError;
@@ -308,7 +308,7 @@ triton::Status Server::reload(const char* why, const std::string& engine_toml) {
     check_reloadable(config_, next);
     spdlog::set_level(spdlog::level::from_str(next.log_level));
     auto model = load_model(next.model_dir);
-    auto gen = std::make_shared<Generation>(generations_ + 1, next, std::move(model));
+    auto gen = std::make_shared<Generation>(generations_ + 1, next, std::move(model), service_->statistics());
     {
       std::lock_guard<std::mutex> lock(mu_);
       retired_.push_back(std::move(current_));
@@ -385,7 +385,7 @@ ServeSnapshot Server::snapshot() {
   s.generation = gen->number();
   s.reloads_failed = reloads_failed_.load();
   s.timed_out = service_ ? service_->timed_out() : 0;
-  s.cancelled = service_ ? service_->cancelled() : 0;
+  s.cancelled = (service_ ? service_->cancelled() : 0) + (audio_ ? audio_->cancelled() : 0);
   s.results_dropped = gen->results_dropped();
   s.audio_pending = audio_ ? audio_->pending() : 0;
   s.memory.emplace_back("supervisor", read_process_memory(::getpid()));

@@ -23,8 +23,8 @@ constexpr const char* kBodyName = "request body";
 
 class TagState {
  public:
-  TagState(std::shared_ptr<Generation> generation, Reply reply)
-      : generation_(std::move(generation)), reply_(std::move(reply)),
+  TagState(std::shared_ptr<Generation> generation, Reply reply, std::shared_ptr<std::atomic<uint64_t>> cancelled)
+      : generation_(std::move(generation)), reply_(std::move(reply)), cancelled_(std::move(cancelled)),
         builder_(model().labels, model().thresholds, model().segment_seconds, model().hop_seconds,
                  [this](const Event& e) { events_.push_back(event_json(e)); }) {}
 
@@ -36,6 +36,8 @@ class TagState {
   void on_result(SegmentResult&& r);
   // Decoding is over: `total` segments, `duration` seconds of audio, or an error.
   void end_reading(uint64_t total, double duration, int status, const std::string& error);
+  // The client left: queued segments dropped, nothing sent, counted.
+  void cancel();
 
  private:
   const ModelConfig& model() const { return generation_->model().config; }
@@ -44,8 +46,9 @@ class TagState {
   }
   void maybe_finish();  // requires mu_
 
-  std::shared_ptr<Generation> generation_;
+  std::shared_ptr<Generation> generation_;  // reset once answered (or cancelled)
   Reply reply_;
+  const std::shared_ptr<std::atomic<uint64_t>> cancelled_;
   std::mutex mu_;
   EventBuilder builder_;
   json events_ = json::array();
@@ -58,8 +61,20 @@ class TagState {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
+void TagState::cancel() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!generation_) return;
+  const std::shared_ptr<Generation> gen = std::move(generation_);
+  if (stream_) gen->close_stream(stream_);  // first: thread mode completes cancelled tasks inside cancel()
+  lock.unlock();
+  if (stream_) gen->executor().cancel(stream_);
+  cancelled_->fetch_add(1);
+  reply_.abandon(499);
+}
+
 void TagState::on_result(SegmentResult&& r) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!generation_) return;  // cancelled
   ++completed_;
   if (!r.error.empty()) fail(500, "segment " + std::to_string(r.index) + ": " + r.error);
   if (status_ == 200) {
@@ -108,6 +123,33 @@ void TagState::maybe_finish() {
 int status_of(const AudioError& e) { return e.kind() == AudioErrorKind::kNotAudio ? 415 : 400; }
 
 }  // namespace
+
+void AudioCancel::cancel() {
+  std::function<void()> fn;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cancelled_) return;
+    cancelled_ = true;
+    fn = std::move(on_cancel_);
+  }
+  if (fn) fn();
+}
+
+bool AudioCancel::cancelled() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cancelled_;
+}
+
+void AudioCancel::set_on_cancel(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!cancelled_ || !fn) {
+      on_cancel_ = std::move(fn);
+      return;
+    }
+  }
+  fn();
+}
 
 AudioTagger::AudioTagger(int threads, size_t max_pending) : max_pending_(max_pending) {
   for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { run(); });
@@ -163,8 +205,14 @@ void AudioTagger::run() {
 }
 
 // Stages 1-2 on this thread; the body is released as soon as it is decoded.
+// A cancelled job stops decoding at its next segment.
 void AudioTagger::tag(Job& job) {
   const ModelConfig& model = job.generation->model().config;
+  if (job.cancel->cancelled()) {  // the client left while the job was queued
+    cancelled_->fetch_add(1);
+    job.reply.abandon(499);
+    return;
+  }
   std::unique_ptr<AudioStream> stream;
   try {
     stream = std::make_unique<AudioStream>(kBodyName, std::move(job.body), model.sample_rate);
@@ -172,10 +220,13 @@ void AudioTagger::tag(Job& job) {
     job.reply.error(status_of(e), e.what());
     return;
   }
-  auto state = std::make_shared<TagState>(job.generation, job.reply);
+  auto state = std::make_shared<TagState>(job.generation, job.reply, cancelled_);
   Generation& gen = *job.generation;
   const uint64_t id = gen.open_stream([state](SegmentResult&& r) { state->on_result(std::move(r)); });
   state->set_stream(id);
+  job.cancel->set_on_cancel([weak = std::weak_ptr<TagState>(state)] {
+    if (auto s = weak.lock()) s->cancel();
+  });
   Segmenter segmenter(model.segment_samples(), model.hop_samples());
   int status = 200;
   std::string error;
@@ -183,15 +234,16 @@ void AudioTagger::tag(Job& job) {
     std::vector<float> block;
     Segment segment;
     auto submit = [&] {
+      if (job.cancel->cancelled()) return;  // the client left: the rest is not worth running
       state->submitted();
       gen.executor().submit({id, segment.index, std::move(segment.samples)});
     };
-    while (stream->read(block)) {
+    while (!job.cancel->cancelled() && stream->read(block)) {
       segmenter.push(block.data(), block.size());
       block.clear();
       while (segmenter.next(segment)) submit();
     }
-    while (segmenter.finish(segment)) submit();
+    while (!job.cancel->cancelled() && segmenter.finish(segment)) submit();
   } catch (const AudioError& e) {
     status = status_of(e);
     error = e.what();

@@ -7,7 +7,9 @@
 // 503, so memory stays bounded by max_pending bodies plus the executor queue.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -20,12 +22,30 @@
 
 namespace corepool {
 
+// The client of one audio request left (its connection closed): cancel()
+// comes from the HTTP loop at any point of the job, before the decoder took
+// it, while it decodes, or while its segments run. Shared by the route and the job.
+class AudioCancel {
+ public:
+  void cancel();
+  bool cancelled() const;
+  // The job's running part: called once by cancel(), or at once if cancel()
+  // came first. Cleared (set to null) when the job is answered.
+  void set_on_cancel(std::function<void()> fn);
+
+ private:
+  mutable std::mutex mu_;
+  bool cancelled_ = false;
+  std::function<void()> on_cancel_;
+};
+
 class AudioTagger {
  public:
   struct Job {
     std::shared_ptr<Generation> generation;
     std::shared_ptr<const std::string> body;  // the audio file's bytes
     Reply reply;
+    std::shared_ptr<AudioCancel> cancel = std::make_shared<AudioCancel>();
   };
 
   AudioTagger(int threads, size_t max_pending);
@@ -36,12 +56,14 @@ class AudioTagger {
   // False (nothing taken) when max_pending jobs are queued or decoding.
   bool enqueue(Job&& job);
   size_t pending() const;
+  // Requests whose client left before the answer (their queued segments dropped).
+  uint64_t cancelled() const { return cancelled_->load(); }
   // Finishes the jobs being decoded, answers the queued ones 503, joins.
   void stop();
 
  private:
   void run();
-  static void tag(Job& job);
+  void tag(Job& job);
 
   const size_t max_pending_;
   mutable std::mutex mu_;
@@ -49,6 +71,7 @@ class AudioTagger {
   std::deque<Job> queue_;
   size_t decoding_ = 0;
   bool stopping_ = false;
+  std::shared_ptr<std::atomic<uint64_t>> cancelled_ = std::make_shared<std::atomic<uint64_t>>(0);
   std::vector<std::thread> threads_;
 };
 

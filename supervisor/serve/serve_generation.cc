@@ -4,8 +4,9 @@
 
 namespace corepool {
 
-Generation::Generation(uint64_t number, Config config, std::shared_ptr<const LoadedModel> model)
-    : number_(number), config_(std::move(config)), model_(std::move(model)) {
+Generation::Generation(uint64_t number, Config config, std::shared_ptr<const LoadedModel> model,
+                       std::shared_ptr<ModelStatistics> stats)
+    : number_(number), config_(std::move(config)), model_(std::move(model)), stats_(std::move(stats)) {
   executor_ = make_executor_factory(config_, model_, &plan_)([this](SegmentResult&& r) { route(std::move(r)); });
 }
 
@@ -33,6 +34,11 @@ size_t Generation::open_streams() const {
 }
 
 void Generation::route(SegmentResult&& result) {
+  // One forward() is counted once: by the item it ran first, whoever asked for it.
+  const SegmentTiming& t = result.timing;
+  if (stats_ && t.batch > 0 && t.batch_pos == 0) {
+    stats_->record_execution(t.batch, {0, t.input_ns, t.infer_ns, t.output_ns});
+  }
   std::shared_ptr<Sink> sink;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "config/config.h"
+#include "supervisor/serve/model_statistics.h"
 #include "worker/engine_plan.h"
 #include "worker/executor.h"
 #include "worker/model.h"
@@ -26,7 +27,9 @@ class Generation {
 
   // Loads nothing: `model` is loaded by the caller. Starts the executor and
   // returns once every worker is ready. Throws ModelError or std::runtime_error.
-  Generation(uint64_t number, Config config, std::shared_ptr<const LoadedModel> model);
+  // Every forward() it runs is recorded in `stats` (if any), which outlives it.
+  Generation(uint64_t number, Config config, std::shared_ptr<const LoadedModel> model,
+             std::shared_ptr<ModelStatistics> stats = nullptr);
   // Waits for every submitted segment, then stops the executor. Never call it
   // on an executor thread (a completion callback): it would wait for itself.
   ~Generation();
@@ -55,6 +58,7 @@ class Generation {
   const uint64_t number_;
   const Config config_;
   const std::shared_ptr<const LoadedModel> model_;
+  const std::shared_ptr<ModelStatistics> stats_;
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<Sink>> streams_;
   std::atomic<uint64_t> next_stream_{1};

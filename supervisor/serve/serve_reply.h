@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -44,6 +45,16 @@ class Reply {
     send(std::move(r));
   }
   bool sent() const { return state_->done.load(); }
+  // See Responder::on_close: `fn` runs if the client leaves before the answer.
+  void on_close(std::function<void()> fn) const { state_->responder.on_close(std::move(fn)); }
+  // The client is gone: nothing is sent; /metrics counts the request with
+  // `code` (499, nginx's "client closed request").
+  void abandon(int code) const {
+    if (state_->done.exchange(true)) return;
+    const double seconds = std::chrono::duration<double>(Clock::now() - state_->start).count();
+    state_->metrics.observe("http", state_->endpoint, code, seconds);
+    state_->responder.abandon();
+  }
 
  private:
   struct State {

@@ -57,6 +57,7 @@ std::optional<json> object_body(const HttpRequest& request, const Reply& reply) 
 
 // Runs after the routes are gone too (a late infer answer at shutdown): no `this`.
 void fail_with(const Reply& reply, const triton::Status& status, int retry_after_s) {
+  if (status.code == triton::Code::kCancelled) return reply.abandon(triton::http_status(status.code));
   const bool busy = status.code == triton::Code::kResourceExhausted;
   reply.error(triton::http_status(status.code), status.message, busy ? retry_after_s : 0);
 }
@@ -150,10 +151,13 @@ void ServeRoutes::infer(HttpRequest& request, const Reply& reply, const std::str
     return reply.error(400, e.what());
   }
   request.body.clear();
-  service_.infer(std::move(input), [reply, retry = retry_after_s_](triton::Status status, triton::InferOutput&& out) {
+  auto call = service_.infer(std::move(input), [reply, retry = retry_after_s_](triton::Status status,
+                                                                               triton::InferOutput&& out) {
     if (status.ok()) return reply.json(200, oip::infer_response(out.model, out.id, out.scores, out.labels));
     fail_with(reply, status, retry);
   });
+  // A client that hangs up frees its queue space at once.
+  reply.on_close([call] { call->cancel(); });
 }
 
 void ServeRoutes::repository(HttpRequest& request, const Reply& reply, const std::string& path) {
@@ -223,6 +227,7 @@ void ServeRoutes::audio_tag(HttpRequest& request, const Reply& reply) {
     return fail(reply, ready);
   }
   AudioTagger::Job job{std::move(gen), std::make_shared<const std::string>(std::move(request.body)), reply};
+  reply.on_close([cancel = job.cancel] { cancel->cancel(); });
   if (!audio_.enqueue(std::move(job))) {
     reply.error(503, "too many audio requests in progress; retry later", retry_after_s_);
   }

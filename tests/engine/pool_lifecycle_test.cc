@@ -98,7 +98,7 @@ struct Results {
 SegmentResult run_one(ProcessPool& pool, Results& results, const ModelConfig& cfg, uint64_t index) {
   pool.submit({1, index, testing::test_segment(cfg.segment_samples(), index)});
   if (!testing::wait_until([&] { return results.has(index); }, std::chrono::seconds(60))) {
-    return {1, index, {}, "no answer within 60 s"};
+    return {1, index, {}, "no answer within 60 s", {}};
   }
   return results.get(index);
 }
