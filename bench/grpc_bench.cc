@@ -177,11 +177,21 @@ void bench_mode(const Options& o, const std::string& mode) {
     return stub->ModelInfer(&ctx, request, &response).ok();
   };
 
+  // Each protocol's floor: its health call, no inference.
+  auto http_live = [&] { return http.get("/v2/health/live").status == 200; };
+  auto grpc_live = [&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    inference::ServerLiveResponse response;
+    return stub->ServerLive(&ctx, inference::ServerLiveRequest(), &response).ok();
+  };
+
   run_block(50, metrics, http_send);  // warm up both paths
   run_block(50, metrics, grpc_send);
-  Block h, g;
+  Block h, g, hl, gl;
   for (int r = 0; r < o.rounds; ++r) {
-    for (const auto& [block, send] : {std::pair<Block*, std::function<bool()>>{&h, http_send}, {&g, grpc_send}}) {
+    for (const auto& [block, send] : {std::pair<Block*, std::function<bool()>>{&h, http_send}, {&g, grpc_send},
+                                      {&hl, http_live}, {&gl, grpc_live}}) {
       const Block b = run_block(o.requests, metrics, send);
       block->us.insert(block->us.end(), b.us.begin(), b.us.end());
       block->forward_us += b.forward_us / o.rounds;
@@ -194,6 +204,8 @@ void bench_mode(const Options& o, const std::string& mode) {
     std::printf("| %s | %.0f | %.0f | %.0f | %.0f |\n", name, percentile(b.us, 0.5), percentile(b.us, 0.9),
                 b.forward_us, percentile(b.us, 0.5) - b.forward_us);
   }
+  std::printf("floors, no inference: HTTP GET /v2/health/live p50 %.0f us, gRPC ServerLive p50 %.0f us\n",
+              percentile(hl.us, 0.5), percentile(gl.us, 0.5));
   std::fflush(stdout);
 }
 
