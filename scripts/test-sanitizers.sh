@@ -46,7 +46,7 @@ step_tsan() {
   # The tests with more than one thread (or process) sharing memory; the rest
   # of the unit tests are single-threaded and already run under ASan.
   ctest --test-dir build-tsan --output-on-failure -j"$JOBS" \
-    -R '^([A-Za-z]+/)?(RingTest|RingProcessTest|RingEchoTest|FutexTest|EventfdTest|SegmentTest|SweepTest|SlabLayoutTest|SlotPoolTest|DescriptorCheckTest|HttpServerTest|NotifierTest)\.'
+    -R '^([A-Za-z]+/)?(RingTest|RingProcessTest|RingEchoTest|FutexTest|EventfdTest|SegmentTest|SweepTest|SlabLayoutTest|SlotPoolTest|DescriptorCheckTest|HttpServerTest|HttpCloseWatchTest|ModelStatisticsTest|NotifierTest)\.'
 }
 
 # run_fuzzer TARGET: FUZZ_SECONDS from the seed corpus; new inputs go to a

@@ -1,7 +1,8 @@
 // Per-request deadlines for `corepool serve`: one thread sleeps until the
-// earliest deadline and runs its callback (the infer route answers 504 there).
-// Owned by ServeRoutes; a deadline cancelled before it is due never runs, and
-// the destructor drops (never runs) the ones still pending.
+// earliest deadline and runs its callback (an infer call answers
+// kDeadlineExceeded there). Owned by ServeService (infer calls hold it
+// weakly); a deadline cancelled before it is due never runs, and the
+// destructor drops (never runs) the ones still pending.
 #pragma once
 
 #include <chrono>

@@ -23,8 +23,8 @@ ServeInferCall::ServeInferCall(std::shared_ptr<Generation> gen, triton::InferOut
   out_.scores.resize(items);
 }
 
-void ServeInferCall::start(std::vector<std::vector<float>>&& items,
-                                     std::optional<Clock::time_point> deadline) {
+void ServeInferCall::start(std::vector<std::vector<float>>&& items, std::optional<Clock::time_point> deadline,
+                           std::string deadline_source) {
   std::shared_ptr<ServeInferCall> self = shared_from_this();
   Generation& gen = *gen_;
   // The stream holds the call until it is closed: by the answer, whichever it is.
@@ -45,7 +45,7 @@ void ServeInferCall::start(std::vector<std::vector<float>>&& items,
   if (!deadline) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (!gen_) return;  // answered already: every result came before the deadline was set
-  deadline_at_ = *deadline;
+  deadline_source_ = std::move(deadline_source);
   if (auto timer = deadlines_.lock()) deadline_ = timer->add(*deadline, [self] { self->expire(); });
 }
 
@@ -74,12 +74,7 @@ void ServeInferCall::expire() {
   if (!gen_) return;
   deadline_ = 0;  // running now: nothing to cancel
   const std::shared_ptr<Generation> gen = gen_;
-  const int timeout_s = gen->config().request_timeout_s;
-  const bool ours = timeout_s > 0 && deadline_at_ >= start_ + std::chrono::seconds(timeout_s);
-  const std::string why = ours ? "serve.request_timeout_s = " + std::to_string(timeout_s) + " s"
-                               : "the client's deadline (" + std::to_string(ns_between(start_, deadline_at_) / 1000000) +
-                                     " ms)";
-  const std::string message = "no answer within " + why + " (" + std::to_string(done_items_) + " of " +
+  const std::string message = "no answer within " + deadline_source_ + " (" + std::to_string(done_items_) + " of " +
                               std::to_string(out_.scores.size()) +
                               " items done); the request is cancelled and late results are dropped";
   close_locked();  // the stream first: thread mode completes cancelled tasks inside cancel()

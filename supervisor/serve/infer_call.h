@@ -39,8 +39,10 @@ class ServeInferCall final : public triton::InferCall, public std::enable_shared
 
   // Submits every item or none: answered kResourceExhausted at once when the
   // queue has no room for all. Otherwise the call runs; `deadline` (if any)
-  // answers it then. Call once, right after make_shared.
-  void start(std::vector<std::vector<float>>&& items, std::optional<Clock::time_point> deadline);
+  // answers it then, naming `deadline_source` ("serve.request_timeout_s = 60 s").
+  // Call once, right after make_shared.
+  void start(std::vector<std::vector<float>>&& items, std::optional<Clock::time_point> deadline,
+             std::string deadline_source);
   void cancel() override;
 
  private:
@@ -58,7 +60,7 @@ class ServeInferCall final : public triton::InferCall, public std::enable_shared
   const std::shared_ptr<InferCounters> counters_;
   const std::weak_ptr<DeadlineTimer> deadlines_;
   const Clock::time_point start_ = Clock::now();
-  Clock::time_point deadline_at_{};
+  std::string deadline_source_;
   uint64_t stream_ = 0;
   DeadlineTimer::Id deadline_ = 0;
   size_t done_items_ = 0;

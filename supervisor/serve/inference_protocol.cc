@@ -111,6 +111,7 @@ void check_outputs(const json& req) {
 struct Header {
   std::string id;
   int64_t batch = 0;
+  uint64_t timeout_us = 0;
 };
 
 const json& the_input(const json& req, const ModelConfig& model, int64_t max_batch, Header& header) {
@@ -118,6 +119,15 @@ const json& the_input(const json& req, const ModelConfig& model, int64_t max_bat
   if (auto id = req.find("id"); id != req.end()) {
     if (!id->is_string()) throw ProtocolError("id: must be a string");
     header.id = id->get<std::string>();
+  }
+  if (auto params = req.find("parameters"); params != req.end()) {
+    if (!params->is_object()) throw ProtocolError("parameters: must be an object");
+    if (auto timeout = params->find("timeout"); timeout != params->end()) {
+      if (!timeout->is_number_unsigned()) {
+        throw ProtocolError("parameters.timeout: must be microseconds (an unsigned integer)");
+      }
+      header.timeout_us = timeout->get<uint64_t>();
+    }
   }
   const json& inputs = member(req, "inputs", "request");
   if (!inputs.is_array() || inputs.size() != 1 || !inputs[0].is_object()) {
@@ -139,6 +149,7 @@ InferRequest split(Header header, std::vector<float> flat, int64_t item_floats) 
   InferRequest out;
   out.id = std::move(header.id);
   out.batch = header.batch;
+  out.timeout_us = header.timeout_us;
   out.items.reserve(header.batch);
   for (int64_t b = 0; b < header.batch; ++b) {
     out.items.emplace_back(flat.begin() + b * item_floats, flat.begin() + (b + 1) * item_floats);

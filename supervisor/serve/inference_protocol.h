@@ -29,12 +29,14 @@ struct InferRequest {
   std::string id;                   // echoed back when present
   int64_t batch = 0;                // items: the first dimension of the input's shape
   std::vector<std::vector<float>> items;  // batch x item_floats(), row-major
+  uint64_t timeout_us = 0;          // the request's "parameters": {"timeout": us} (Triton's); 0 = none
 };
 
 // Parses and checks a JSON infer request against the model: exactly one input
 // named "input" of datatype FP32 (FP64 and integer data are accepted and
 // converted), shape [B, item_shape...] with 1 <= B <= max_batch, data flat or
-// nested, every value a finite number, outputs (if asked) only "scores".
+// nested, every value a finite number, outputs (if asked) only "scores", and
+// parameters.timeout (if any) a count of microseconds.
 // Throws ProtocolError naming the field ("inputs[0].shape: ...").
 InferRequest parse_infer_request(std::string_view body, const ModelConfig& model, int64_t max_batch);
 

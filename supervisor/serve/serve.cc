@@ -1,5 +1,6 @@
-// The serve lifecycle. Threads: this one (signals, reloads, retiring old
-// generations, systemd status), the HTTP loop (routes, watchdog ticks), the
+// The serve lifecycle. Threads: this one (signals, reloads: SIGHUP's and the
+// repository loads the service queues here, retiring old generations,
+// systemd status), the HTTP loop (routes, watchdog ticks), the
 // audio decoders, and the executor's own (engine threads, or the pool's loop
 // with its forked workers). Generations are shared_ptrs: requests in flight
 // hold theirs, and only this thread destroys one, once nothing else holds it.
@@ -341,14 +342,13 @@ triton::Status Server::reload(const char* why, const std::string& engine_toml) {
     spdlog::info("reload done in {} ms: generation {} serves model \"{}\" from {}",
                  std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count(), generations_,
                  current()->model().config.name, next.model_dir);
-  } catch (const ConfigError& e) {
-    status = {triton::Code::kInvalidArgument, std::string("reload failed: ") + e.what()};
-  } catch (const std::exception& e) {
-    status = {triton::Code::kInternal, std::string("reload failed: ") + e.what()};
+  } catch (const std::exception& e) {  // the config file or the model on disk: the server's, not the client's
+    status = {triton::Code::kInternal, e.what()};
   }
   if (!status.ok()) {
     ++reloads_failed_;
-    spdlog::error("{}, generation {} keeps serving", status.message, generations_);
+    spdlog::error("reload failed, generation {} keeps serving: {}", generations_, status.message);
+    status.message = "reload failed, generation " + std::to_string(generations_) + " keeps serving: " + status.message;
   }
   notifier_.ready(status_line());
   return status;

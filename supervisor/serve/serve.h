@@ -1,8 +1,8 @@
 // `corepool serve`: the HTTP service. run_serve() is the supervisor's whole
 // lifecycle, gunicorn-arbiter style: start the generation (model + executor)
 // and the HTTP server, tell systemd READY=1, then wait for signals: SIGHUP
-// reloads (a new generation next to the old, swapped in when ready), SIGTERM
-// or SIGINT drains and exits 0. Called by main.cc after logging is set up and
+// (or a repository load, Triton's POST .../load) reloads (a new generation
+// next to the old, swapped in when ready), SIGTERM or SIGINT drains and exits 0. Called by main.cc after logging is set up and
 // before any other thread exists (it blocks the signals it waits for).
 #pragma once
 

@@ -151,6 +151,9 @@ void ServeRoutes::infer(HttpRequest& request, const Reply& reply, const std::str
     return reply.error(400, e.what());
   }
   request.body.clear();
+  if (input.tensor.timeout_us > 0) {  // Triton's per-request timeout: a deadline of the client's
+    input.deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(input.tensor.timeout_us);
+  }
   auto call = service_.infer(std::move(input), [reply, retry = retry_after_s_](triton::Status status,
                                                                                triton::InferOutput&& out) {
     if (status.ok()) return reply.json(200, oip::infer_response(out.model, out.id, out.scores, out.labels));

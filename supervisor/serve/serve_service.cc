@@ -51,6 +51,50 @@ triton::Result<std::string> engine_toml_of(const std::string& config_json) {
   return {{}, toml};
 }
 
+// The items an adapter parsed, checked once more: a wire may not have checked the batch bound.
+Status check_items(Generation& gen, const std::vector<std::vector<float>>& items) {
+  const ModelConfig& config = gen.model().config;
+  const int64_t max_batch = std::min<int64_t>(config.max_batch, static_cast<int64_t>(gen.executor().stats().depth));
+  if (items.empty() || static_cast<int64_t>(items.size()) > max_batch) {
+    return {Code::kInvalidArgument, "inputs[0].shape: batch " + std::to_string(items.size()) +
+                                        ", the model takes 1.." + std::to_string(max_batch)};
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (static_cast<int64_t>(items[i].size()) != config.item_floats()) {
+      return {Code::kInvalidArgument, "inputs[0]: item " + std::to_string(i) + " has " +
+                                          std::to_string(items[i].size()) + " values, the model takes " +
+                                          std::to_string(config.item_floats())};
+    }
+  }
+  return {};
+}
+
+struct Deadline {
+  Status status;  // kDeadlineExceeded: the client's passed already
+  std::optional<ServeInferCall::Clock::time_point> at;
+  std::string source;  // which one it is, for the 504's message
+};
+
+// serve.request_timeout_s from now, or the client's deadline when it is earlier:
+// a client may shorten the server's deadline, never lengthen it.
+Deadline deadline_of(const Generation& gen, std::optional<ServeInferCall::Clock::time_point> client) {
+  const auto now = ServeInferCall::Clock::now();
+  Deadline d;
+  if (const int timeout_s = gen.config().request_timeout_s; timeout_s > 0) {
+    d.at = now + std::chrono::seconds(timeout_s);
+    d.source = "serve.request_timeout_s = " + std::to_string(timeout_s) + " s";
+  }
+  if (!client || (d.at && *client >= *d.at)) return d;
+  if (*client <= now) {
+    d.status = {Code::kDeadlineExceeded, "the client's deadline passed before the request was admitted"};
+    return d;
+  }
+  d.at = client;
+  d.source = "the client's deadline (" +
+             std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(*client - now).count()) + " ms)";
+  return d;
+}
+
 }  // namespace
 
 ServeService::ServeService(ServeHost& host, ServeMetrics& metrics, bool allow_client_shm)
@@ -196,39 +240,18 @@ std::shared_ptr<triton::InferCall> ServeService::infer(triton::InferInput&& inpu
   if (input.input_shm || input.output_shm) {
     return answered({Code::kInvalidArgument, "shared_memory_region: " + shm_refusal().message});
   }
+  if (Status items = check_items(*gen.value, input.tensor.items); !items.ok()) return answered(items);
+  const Deadline deadline = deadline_of(*gen.value, input.deadline);
+  if (!deadline.status.ok()) return answered(deadline.status);
   const ModelConfig& config = gen.value->model().config;
-  const auto& items = input.tensor.items;
-  const int64_t max_batch = std::min<int64_t>(config.max_batch, static_cast<int64_t>(gen.value->executor().stats().depth));
-  if (items.empty() || static_cast<int64_t>(items.size()) > max_batch) {
-    return answered({Code::kInvalidArgument, "inputs[0].shape: batch " + std::to_string(items.size()) +
-                                                 ", the model takes 1.." + std::to_string(max_batch)});
-  }
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (static_cast<int64_t>(items[i].size()) != config.item_floats()) {
-      return answered({Code::kInvalidArgument, "inputs[0]: item " + std::to_string(i) + " has " +
-                                                   std::to_string(items[i].size()) + " values, the model takes " +
-                                                   std::to_string(config.item_floats())});
-    }
-  }
-  const auto now = ServeInferCall::Clock::now();
-  std::optional<ServeInferCall::Clock::time_point> deadline;
-  if (const int timeout_s = gen.value->config().request_timeout_s; timeout_s > 0) {
-    deadline = now + std::chrono::seconds(timeout_s);
-  }
-  if (input.deadline) {
-    if (*input.deadline <= now) {
-      return answered({Code::kDeadlineExceeded, "the client's deadline passed before the request was admitted"});
-    }
-    deadline = deadline ? std::min(*deadline, *input.deadline) : *input.deadline;
-  }
   triton::InferOutput header;
   header.model = config.name;
   header.version = oip::kModelVersion;
   header.id = input.tensor.id;
   header.labels = static_cast<int64_t>(config.labels.size());
-  auto call = std::make_shared<ServeInferCall>(gen.value, std::move(header), items.size(), std::move(done), counters_,
-                                               deadlines_);
-  call->start(std::move(input.tensor.items), deadline);
+  auto call = std::make_shared<ServeInferCall>(gen.value, std::move(header), input.tensor.items.size(),
+                                               std::move(done), counters_, deadlines_);
+  call->start(std::move(input.tensor.items), deadline.at, deadline.source);
   return call;
 }
 

@@ -360,6 +360,43 @@ TEST(TritonCancelTest, AClientThatHangsUpHasItsQueuedSegmentsDroppedAndGetsNothi
   EXPECT_EQ(server.stop().exit_code, 0);
 }
 
+// Triton's per-request timeout (parameters.timeout, microseconds) is a client
+// deadline: it may shorten serve.request_timeout_s, never lengthen it.
+TEST(TritonDeadlineTest, AClientTimeoutShortensTheServersAndNeverLengthensIt) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/corepool.toml";
+  std::ofstream(path) << "[engine]\nmode = \"process\"\nworkers = 1\nhang_timeout_ms = 600000\n"
+                      << "[serve]\nrequest_timeout_s = 2\n";
+  ServeProcess server(dir, {}, {}, {"--config", path});
+  ASSERT_TRUE(server.started()) << server.log();
+  const std::vector<int> workers = testing::child_pids(server.pid());
+  ASSERT_EQ(workers.size(), 1u);
+  ::kill(workers[0], SIGSTOP);
+  HttpClient http(server.port());
+  const std::string item = json(input_item(0)).dump();
+  auto body = [&](uint64_t timeout_us) {
+    return R"({"parameters": {"timeout": )" + std::to_string(timeout_us) +
+           R"(}, "inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 1, 64, 101], "data": )" + item + "}]}";
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  const HttpReply shorter = http.post(kInfer, body(300000));
+  const double shorter_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(shorter.status, 504) << shorter.body;
+  EXPECT_THAT(shorter.body, HasSubstr("the client's deadline"));
+  EXPECT_GE(shorter_s, 0.3);
+  EXPECT_LT(shorter_s, 1.9);  // well before the server's 2 s
+  t0 = std::chrono::steady_clock::now();
+  const HttpReply longer = http.post(kInfer, body(30000000));
+  const double longer_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(longer.status, 504) << longer.body;
+  EXPECT_THAT(longer.body, HasSubstr("serve.request_timeout_s = 2 s"));
+  EXPECT_LT(longer_s, 10);  // the server's 2 s, not the client's 30
+  EXPECT_EQ(metric(http, "corepool_requests_timed_out_total"), 2);
+  ::kill(workers[0], SIGCONT);
+  EXPECT_EQ(infer(http, 1).status, 200);
+  EXPECT_EQ(server.stop().exit_code, 0);
+}
+
 // Thread mode: the request behind a long one is cancelled while queued.
 TEST(TritonCancelTest, InThreadModeAQueuedRequestIsDroppedWhenItsClientCloses) {
   testing::TempDir dir;

@@ -190,6 +190,45 @@ TYPED_TEST(ExecutorExtensionsTest, ModelInputTasksScoreLikeThePcmTheyAreTheFeatu
   EXPECT_LT(s.batches, s.segments) << "no batch held more than one task, so none was mixed";
 }
 
+// Triton's statistics read these: every result says how long it queued and
+// what its batch cost, and the items of one forward() agree on the batch.
+TYPED_TEST(ExecutorExtensionsTest, EveryResultSaysWhereItsTimeWent) {
+  if (ran_in_child(TypeParam::kForks)) return;
+  Executor& ex = this->start({1, 4, 0, 50000});
+  std::vector<SegmentTask> tasks;
+  for (uint64_t i = 0; i < 12; ++i) tasks.push_back(this->pcm_task(i));
+  ASSERT_TRUE(ex.try_submit(tasks));
+  ex.wait_idle();
+  const auto results = this->results_.take();
+  ASSERT_EQ(results.size(), 12u);
+  uint64_t executions = 0, items = 0;
+  for (const auto& [index, r] : results) {
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    const SegmentTiming& t = r.timing;
+    EXPECT_GE(t.batch, 1u) << index;
+    EXPECT_LE(t.batch, 4u) << index;  // max_batch
+    EXPECT_LT(t.batch_pos, t.batch) << index;
+    EXPECT_GT(t.queue_ns, 0u) << index;
+    EXPECT_GT(t.input_ns, 0u) << index;
+    EXPECT_GT(t.infer_ns, 0u) << index;
+    EXPECT_GT(t.output_ns, 0u) << index;
+    if (t.batch_pos == 0) {
+      ++executions;
+      items += t.batch;
+    }
+  }
+  const ExecutorStats s = ex.stats();
+  EXPECT_EQ(executions, s.batches);  // one item per forward() stands for it
+  EXPECT_EQ(items, 12u);
+  // The last of 12 items on one worker waited behind the forward() calls before it.
+  uint64_t first_infer = 0, max_queue = 0;
+  for (const auto& [index, r] : results) {
+    if (index == 0) first_infer = r.timing.infer_ns;
+    max_queue = std::max(max_queue, r.timing.queue_ns);
+  }
+  EXPECT_GT(max_queue, first_infer);
+}
+
 TYPED_TEST(ExecutorExtensionsTest, AWrongSizedTaskFailsAloneAndTheRestOfItsBatchSucceeds) {
   if (ran_in_child(TypeParam::kForks)) return;
   Executor& ex = this->start({1, 8, 0, 50000});

@@ -344,5 +344,38 @@ TEST_F(ConfigTest, ABadListenAddressNamesFileLineAndKey) {
 }
 
 
+// A repository load's parameters.config: the [engine] keys a reload may change.
+std::string override_error(Config& config, const std::string& toml) {
+  try {
+    override_engine_keys(config, "parameters.config", toml);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ConfigOverrideTest, ReloadableEngineKeysAreSetWithTheFilesChecks) {
+  Config c;
+  c.mode = "process";
+  EXPECT_EQ(override_error(c, "[engine]\nmax_batch = 2\nworkers = 3\noptimize = \"none\"\nmode = \"process\"\n"), "");
+  EXPECT_EQ(c.max_batch, 2);
+  EXPECT_EQ(c.workers, 3);
+  EXPECT_EQ(c.optimize, "none");
+  Config before = c;
+  EXPECT_NE(override_error(c, "[engine]\nmax_batch = 5000\n").find("parameters.config:2: engine.max_batch"),
+            std::string::npos);
+  EXPECT_NE(override_error(c, "[engine]\nbogus = 1\n").find("engine.bogus: unknown key"), std::string::npos);
+  EXPECT_NE(override_error(c, "[engine]\noptimize = \"fast\"\n").find("engine.optimize"), std::string::npos);
+  EXPECT_NE(override_error(c, "[serve]\nlisten = \"x:1\"\n").find("unknown key"), std::string::npos);
+  for (const char* fixed : {"mode = \"thread\"", "intra_op_threads = 4", "inter_op_threads = 4",
+                            "allocator = \"system\""}) {
+    Config d = before;
+    EXPECT_NE(override_error(d, std::string("[engine]\n") + fixed + "\n").find("cannot change on reload"),
+              std::string::npos) << fixed;
+  }
+  Config t;  // thread mode: no worker process to recycle
+  EXPECT_NE(override_error(t, "[engine]\nmax_requests = 10\n").find("needs engine.mode"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace corepool

@@ -694,3 +694,78 @@ TEST_F(HttpServerTest, RandomBytesNeverCrashTheServer) {
 
 }  // namespace
 }  // namespace corepool
+
+namespace corepool {
+namespace {
+
+// Responder::on_close: the handler learns that its client left, once, and
+// only while no answer was sent.
+class HttpCloseWatchTest : public HttpServerTest {
+ protected:
+  // Every request is held (not answered) and watched; each close bumps `closed_`.
+  void serve_watched() {
+    serve(local(), [this](HttpRequest&&, Responder r) {
+      r.on_close([this] { ++closed_; });
+      held_.push(r);
+    });
+  }
+  ResponderQueue held_;
+  std::atomic<int> closed_{0};
+};
+
+TEST_F(HttpCloseWatchTest, AClientThatClosesWhileItsRequestIsHeldIsReportedOnce) {
+  serve_watched();
+  auto client = connect();
+  ASSERT_TRUE(client && client->send(get("/slow")));
+  auto responder = held_.pop();
+  ASSERT_TRUE(responder);
+  client.reset();  // close(): FIN
+  EXPECT_TRUE(eventually([&] { return closed_.load() == 1; }));
+  EXPECT_TRUE(eventually([&] { return server_->stats().connections_open == 0; }));
+  responder->send(text("late"));  // the connection is gone: a no-op, no second report
+  EXPECT_EQ(closed_.load(), 1);
+  EXPECT_EQ(server_->stats().responses_by_status.count(200), 0u);
+}
+
+TEST_F(HttpCloseWatchTest, AWatchedRequestTakesAHalfCloseAsLeavingAndSendsNothing) {
+  serve_watched();
+  auto client = connect();
+  ASSERT_TRUE(client && client->send(get("/slow")));
+  auto responder = held_.pop();  // held: a dropped Responder would answer 500
+  ASSERT_TRUE(responder);
+  client->shutdown_write();
+  EXPECT_TRUE(eventually([&] { return closed_.load() == 1; }));
+  EXPECT_FALSE(client->read_reply());
+  EXPECT_TRUE(client->closed_by_server());
+}
+
+TEST_F(HttpCloseWatchTest, AnAnsweredRequestIsNeverReportedClosed) {
+  serve_watched();
+  auto client = connect();
+  ASSERT_TRUE(client && client->send(get("/a")));
+  auto responder = held_.pop();
+  ASSERT_TRUE(responder);
+  responder->send(text("done"));
+  ASSERT_TRUE(client->read_reply());
+  client.reset();
+  EXPECT_TRUE(eventually([&] { return server_->stats().connections_open == 0; }));
+  EXPECT_EQ(closed_.load(), 0);
+}
+
+TEST_F(HttpCloseWatchTest, WatchingAfterTheClientLeftRunsAtOnce) {
+  ResponderQueue unwatched;
+  serve(local(), [&](HttpRequest&&, Responder r) { unwatched.push(r); });
+  auto client = connect();
+  ASSERT_TRUE(client && client->send(get("/x")));
+  auto responder = unwatched.pop();
+  ASSERT_TRUE(responder);
+  client->reset();  // RST: the connection closes, nobody watching yet
+  EXPECT_TRUE(eventually([&] { return server_->stats().connections_open == 0; }));
+  bool ran = false;
+  responder->on_close([&] { ran = true; });
+  EXPECT_TRUE(ran);
+  responder->abandon();
+}
+
+}  // namespace
+}  // namespace corepool

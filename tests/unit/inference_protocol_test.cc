@@ -165,3 +165,66 @@ TEST(InferenceProtocolTest, ModelPathsParseStrictly) {
 
 }  // namespace
 }  // namespace corepool::oip
+
+namespace corepool::oip {
+namespace {
+
+TEST(InferenceProtocolTest, TritonModelActionsParseAndOthersDoNot) {
+  EXPECT_EQ(parse_model_path("/v2/models/m/config")->action, "config");
+  EXPECT_EQ(parse_model_path("/v2/models/m/versions/1/stats")->action, "stats");
+  EXPECT_FALSE(parse_model_path("/v2/models/m/versions/1/load"));
+}
+
+TEST(InferenceProtocolTest, RepositoryPathsParseStrictly) {
+  const auto load = parse_repository_path("/v2/repository/models/m/load");
+  ASSERT_TRUE(load);
+  EXPECT_EQ(load->model, "m");
+  EXPECT_EQ(load->action, "load");
+  EXPECT_EQ(parse_repository_path("/v2/repository/models/m/unload")->action, "unload");
+  for (const char* bad : {"/v2/repository/models/m", "/v2/repository/models//load", "/v2/repository/models/m/load/",
+                          "/v2/repository/models/m/reload", "/v2/repository/index", "/v2/repository/models/a/b/load"}) {
+    EXPECT_FALSE(parse_repository_path(bad)) << bad;
+  }
+}
+
+TEST(InferenceProtocolTest, SharedMemoryPathsParseStrictly) {
+  EXPECT_EQ(parse_shm_path("/v2/systemsharedmemory/status")->region, "");
+  EXPECT_EQ(parse_shm_path("/v2/systemsharedmemory/unregister")->action, "unregister");
+  const auto reg = parse_shm_path("/v2/systemsharedmemory/region/r1/register");
+  ASSERT_TRUE(reg);
+  EXPECT_EQ(reg->region, "r1");
+  EXPECT_EQ(reg->action, "register");
+  for (const char* bad : {"/v2/systemsharedmemory", "/v2/systemsharedmemory/register",
+                          "/v2/systemsharedmemory/region/r1", "/v2/systemsharedmemory/region//status",
+                          "/v2/cudasharedmemory/status"}) {
+    EXPECT_FALSE(parse_shm_path(bad)) << bad;
+  }
+}
+
+TEST(InferenceProtocolTest, TritonsRequestTimeoutIsReadInMicroseconds) {
+  ModelConfig model;
+  model.name = "m";
+  model.labels = {"a"};
+  model.thresholds = {0.5f};
+  std::string values;
+  for (int64_t i = 0; i < model.item_floats(); ++i) values += (i ? ",0" : "0");
+  auto body = [&](const std::string& params) {
+    return R"({"parameters": )" + params +
+           R"(, "inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 1, 64, 101], "data": [)" + values +
+           "]}]}";
+  };
+  EXPECT_EQ(parse_infer_request(body(R"({"timeout": 250000})"), model, 4).timeout_us, 250000u);
+  EXPECT_EQ(parse_infer_request(body("{}"), model, 4).timeout_us, 0u);
+  EXPECT_THROW(parse_infer_request(body(R"({"timeout": -1})"), model, 4), ProtocolError);
+  EXPECT_THROW(parse_infer_request(body(R"({"timeout": "1s"})"), model, 4), ProtocolError);
+  EXPECT_THROW(parse_infer_request(body("[]"), model, 4), ProtocolError);
+}
+
+TEST(InferenceProtocolTest, ServerMetadataListsTheExtensionsItIsGiven) {
+  const auto meta = nlohmann::json::parse(server_metadata("1.0", {"a", "b"}));
+  EXPECT_EQ(meta["extensions"], nlohmann::json({"a", "b"}));
+  EXPECT_EQ(nlohmann::json::parse(server_metadata("1.0"))["extensions"], nlohmann::json({"binary_tensor_data"}));
+}
+
+}  // namespace
+}  // namespace corepool::oip
