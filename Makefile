@@ -9,7 +9,7 @@ CTEST_ARGS ?=
 
 CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=$(TYPE) -DCMAKE_INSTALL_PREFIX=$(PREFIX)
 
-.PHONY: all deps configure build run test test-long test-slurm test-systemd deb install clean model bench bench-quick bench-memory bench-ring bench-serve bench-soak bench-all
+.PHONY: all deps configure build run test test-long test-slurm test-systemd deb install clean model bench bench-quick bench-memory bench-ring bench-serve bench-grpc bench-soak bench-all
 
 all: build
 
@@ -78,6 +78,11 @@ bench-serve: deps build
 	$(BUILD)/models/corepool-gen-model --out $(BUILD)/tiny-model --width 4
 	$(BUILD)/bench/corepool-serve-bench --corepool $(BUILD)/supervisor/corepool --model $(CNN10) \
 	  --latency-model $(BUILD)/tiny-model
+
+# gRPC ModelInfer against HTTP's binary extension, each minus the workers' forward().
+bench-grpc: deps build
+	$(BUILD)/models/corepool-gen-model --out $(BUILD)/tiny-model --width 4
+	$(BUILD)/bench/corepool-grpc-bench --corepool $(BUILD)/supervisor/corepool --model $(BUILD)/tiny-model
 
 # RSS/PSS over two hours of audio through POST /v1/audio:tag, jemalloc vs glibc,
 # both modes (~15 min here): tables on stdout, CSVs and soak-memory.png in $(BUILD)/soak.

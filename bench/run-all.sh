@@ -63,6 +63,7 @@ run ring "$BUILD/bench/corepool-ring-bench"
 
 "$BUILD/models/corepool-gen-model" --out "$BUILD/tiny-model" --width 4 >/dev/null
 run serve "$BUILD/bench/corepool-serve-bench" --corepool "$COREPOOL" --model "$CNN10" --latency-model "$BUILD/tiny-model"
+run grpc "$BUILD/bench/corepool-grpc-bench" --corepool "$COREPOOL" --model "$BUILD/tiny-model"
 
 if [ "${FULL:-0}" = 1 ]; then
   run soak "$BUILD/bench/corepool-soak-bench" --corepool "$COREPOOL" --model "$CNN10" --out "$BUILD/soak"

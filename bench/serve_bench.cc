@@ -125,7 +125,7 @@ class Server {
       ::dup2(err, 2);
       ::setenv("NOTIFY_SOCKET", sock.c_str(), 1);
       std::vector<std::string> args = {o.corepool, "--log-level", "info", "serve", "--mode", mode, "--model", o.model,
-                                       "--listen", "127.0.0.1:0", "--workers", std::to_string(o.workers)};
+                                       "--listen", "127.0.0.1:0", "--grpc-listen", "", "--workers", std::to_string(o.workers)};
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);

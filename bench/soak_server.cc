@@ -108,7 +108,7 @@ void ServedCorepool::bind_notify_socket(const std::string& path) {
 void ServedCorepool::spawn(const ServeSpec& spec) {
   std::vector<std::string> args = {spec.corepool, "--log-level", "info", "--allocator", spec.allocator, "serve",
                                    "--mode", spec.mode, "--model", spec.model, "--listen", "127.0.0.1:0",
-                                   "--workers", std::to_string(spec.workers)};
+                                   "--grpc-listen", "", "--workers", std::to_string(spec.workers)};
   std::vector<std::string> env = child_environment(spec);
   std::vector<char*> argv = pointers(args), envp = pointers(env);
   const int log_fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

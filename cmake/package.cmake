@@ -12,8 +12,8 @@ set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_CONTACT "${COREPOOL_DEB_MAINTAINER}")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "LibTorch audio tagging service, one worker per CPU core")
 set(CPACK_PACKAGE_DESCRIPTION "corepool runs TorchScript audio models on every core of a host:
-an HTTP inference service (Open Inference Protocol) run by systemd with socket
-activation and a watchdog, batch tagging of audio files, and benchmarks of
+an HTTP and gRPC inference service (Open Inference Protocol, Triton's gRPC API)
+run by systemd with socket activation and a watchdog, batch tagging of audio files, and benchmarks of
 process versus thread scaling. Ships a small speech/music/noise/silence tagger.")
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # corepool_<version>_amd64.deb
 set(CPACK_DEBIAN_PACKAGE_SECTION misc)

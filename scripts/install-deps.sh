@@ -11,6 +11,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libsndfile1-dev libsoxr-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libsystemd-dev
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  python3-grpcio python3-grpc-tools
   gnuplot-nox procps
   curl wrk systemd
   espeak-ng alsa-utils

@@ -76,6 +76,9 @@ void add_serve_command(CLI::App& app, Cli& cli) {
   serve->add_option("--listen", cli.listen, "TCP host:port ([v6]:port), \"\" for none; default serve.listen")
       ->each([&cli](const std::string&) { cli.listen_set = true; });
   serve->add_option("--unix", cli.unix_socket, "also listen on this Unix socket path (mode 0660)");
+  serve->add_option("--grpc-listen", cli.grpc_listen,
+                    "gRPC (KServe v2 / Triton) host:port, port 0 for any free one, \"\" for none; default serve.grpc_listen")
+      ->each([&cli](const std::string&) { cli.grpc_listen_set = true; });
 }
 
 void add_bench_command(CLI::App& app, Cli& cli) {

@@ -40,6 +40,8 @@ struct Cli {
   std::string listen;
   std::string unix_socket;
   bool listen_set = false;  // --listen given, even as "" (no TCP listener)
+  std::string grpc_listen;
+  bool grpc_listen_set = false;  // --grpc-listen given, even as "" (no gRPC)
   BenchOptions bench;       // --pin lands in bench.pin
   TuneOptions tune;
 };

@@ -49,6 +49,10 @@ Config effective_config(const Cli& cli) {
     cfg.listen = cli.listen;
   }
   if (!cli.unix_socket.empty()) cfg.unix_socket = cli.unix_socket;
+  if (cli.grpc_listen_set) {
+    if (!cli.grpc_listen.empty()) parse_host_port(cli.grpc_listen, "--grpc-listen");  // throws ConfigError
+    cfg.grpc_listen = cli.grpc_listen;
+  }
   cfg.model_dir = resolve_model_dir(cfg.model_dir);
   return cfg;
 }

@@ -17,11 +17,13 @@
 #include <cstring>
 
 #include <chrono>
+#include <future>
 #include <mutex>
 #include <vector>
 
 #include <spdlog/spdlog.h>
 
+#include "supervisor/grpc/grpc_server.h"
 #include "supervisor/http/http_server.h"
 #include "supervisor/serve/listen_fds.h"
 #include "supervisor/serve/notifier.h"
@@ -113,6 +115,8 @@ void check_reloadable(const Config& now, const Config& next) {
   warn("serve.listen", next.listen != now.listen);
   warn("serve.unix_socket", next.unix_socket != now.unix_socket);
   warn("serve.unix_socket_group", next.unix_socket_group != now.unix_socket_group);
+  warn("serve.grpc_listen / grpc_max_message_mb",
+       next.grpc_listen != now.grpc_listen || next.grpc_max_message_mb != now.grpc_max_message_mb);
   warn("serve.max_connections / timeouts / body limit",
        next.max_connections != now.max_connections || next.idle_timeout_s != now.idle_timeout_s ||
            next.header_timeout_s != now.header_timeout_s || next.body_timeout_s != now.body_timeout_s ||
@@ -145,6 +149,7 @@ class Server final : public ServeContext, public ServeHost {
 
   ExitCode start();
   HttpServerOptions http_options(const std::vector<ListenFd>& inherited);
+  ExitCode start_grpc(const std::vector<ListenFd>& inherited);
   void on_tick();
   // A new generation from the config file (and `engine_toml` over its
   // [engine]) and the model on disk; the old one keeps serving if it fails.
@@ -168,6 +173,7 @@ class Server final : public ServeContext, public ServeHost {
   std::unique_ptr<AudioTagger> audio_;
   std::unique_ptr<ServeRoutes> routes_;
   std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<GrpcServer> grpc_;  // null when serve.grpc_listen is "" (or no "grpc" socket from systemd)
   Clock::time_point last_ready_ = Clock::now();  // loop thread: when every worker was last ready
   uint64_t status_requests_ = 0;                 // main thread: request count at the last status
   Clock::time_point status_at_ = Clock::now();
@@ -186,7 +192,9 @@ HttpServerOptions Server::http_options(const std::vector<ListenFd>& inherited) {
     o.unix_group = config_.unix_socket_group;
   } else {  // socket activation: systemd owns the addresses
     o.tcp_host.clear();
-    for (const auto& l : inherited) o.inherited_fds.push_back(l.fd);
+    for (const auto& l : inherited) {
+      if (l.name != "grpc") o.inherited_fds.push_back(l.fd);  // "grpc" is the gRPC server's
+    }
   }
   o.max_body_bytes = static_cast<std::uint64_t>(config_.max_body_mb) << 20;
   o.max_connections = config_.max_connections;
@@ -237,6 +245,7 @@ ExitCode Server::start() {
     spdlog::error("{}", e.what());
     return ExitCode::kCannotListen;
   }
+  if (const ExitCode rc = start_grpc(inherited); rc != ExitCode::kOk) return rc;
   std::string where;
   if (!inherited.empty()) where = std::to_string(inherited.size()) + " socket(s) from systemd";
   else if (http_->port() > 0) where = "http://" + parse_host_port(config_.listen, "serve.listen").host + ":" + std::to_string(http_->port());
@@ -245,6 +254,21 @@ ExitCode Server::start() {
                config_.mode, current_->executor().workers(),
                std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count());
   notifier_.ready(status_line());
+  return ExitCode::kOk;
+}
+
+// gRPC on its own threads (supervisor/grpc/), over the same service as HTTP.
+ExitCode Server::start_grpc(const std::vector<ListenFd>& inherited) {
+  const GrpcPlan plan = grpc_plan(config_, inherited);
+  if (!plan.enabled) return ExitCode::kOk;
+  grpc_ = std::make_unique<GrpcServer>(*service_, plan.options);
+  try {
+    grpc_->start();
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return ExitCode::kCannotListen;
+  }
+  spdlog::info("gRPC: serving on {}", grpc_->where());
   return ExitCode::kOk;
 }
 
@@ -362,9 +386,21 @@ std::string Server::status_line() {
 }
 
 void Server::shutdown() {
+  // gRPC drains on a thread of its own while HTTP drains here. Its drain ends
+  // only once every call is answered, repository loads included, which this
+  // thread answers: keep answering them (unavailable) until it is done.
+  std::future<void> grpc_stopped;
+  if (grpc_) {
+    grpc_stopped = std::async(std::launch::async, [grpc = grpc_.get(), drain = config_.drain_timeout_s] {
+      grpc->stop(std::chrono::seconds(drain));
+    });
+  }
   if (http_) http_->stop(std::chrono::seconds(config_.drain_timeout_s));
   if (audio_) audio_->stop();
   run_pending_loads(true);
+  while (grpc_stopped.valid() && grpc_stopped.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+    run_pending_loads(true);
+  }
   routes_.reset();
   std::lock_guard<std::mutex> lock(mu_);
   retired_.clear();  // each destructor waits for its last segments

@@ -236,7 +236,8 @@ TEST(ServeFaultsTest, ThreadModeRefusesTheRecyclingKeysWithAClearError) {
   testing::TempDir dir;
   const std::string config = dir.path() + "/corepool.toml";
   std::ofstream(config) << "[engine]\nmode = \"thread\"\nmax_requests = 100\n";
-  const auto r = testing::run_process({COREPOOL_BIN, "--config", config, "serve", "--listen", "127.0.0.1:0"}, dir.path());
+  const auto r = testing::run_process(
+      {COREPOOL_BIN, "--config", config, "serve", "--listen", "127.0.0.1:0", "--grpc-listen", ""}, dir.path());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("engine.max_requests = 100 needs engine.mode = \"process\""));
 }

@@ -105,7 +105,7 @@ TEST(ServeLoadTest, AReloadToAnotherModelServesItAndABadOneKeepsTheOld) {
   write_config(COREPOOL_DEFAULT_MODEL);
   // No --model on the command line: the config file decides at every reload.
   const testing::Spawned child = testing::spawn_process(
-      {COREPOOL_BIN, "--config", config, "serve", "--listen", "127.0.0.1:0"}, dir.path());
+      {COREPOOL_BIN, "--config", config, "serve", "--listen", "127.0.0.1:0", "--grpc-listen", ""}, dir.path());
   std::smatch m;
   std::string log;
   ASSERT_TRUE(testing::wait_until([&] {

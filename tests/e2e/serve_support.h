@@ -65,7 +65,7 @@ inline int free_port() {
 class ServeProcess {
  public:
   // `args` go after "serve"; "--listen 127.0.0.1:0" is added unless args set
-  // --listen. `prefix` goes before the command (e.g. systemd-socket-activate ...).
+  // --listen, and "--grpc-listen ''" (no gRPC) unless they set --grpc-listen. `prefix` goes before the command (e.g. systemd-socket-activate ...).
   // `wait`: return only once it serves (or died).
   ServeProcess(const TempDir& dir, std::vector<std::string> args, std::vector<std::string> env = {},
                std::vector<std::string> global = {}, std::vector<std::string> prefix = {}, bool wait = true)
@@ -77,6 +77,11 @@ class ServeProcess {
     if (std::find(args.begin(), args.end(), "--listen") == args.end() && prefix.empty()) {
       argv.insert(argv.end(), {"--listen", "127.0.0.1:0"});
     }
+    // gRPC's default address is a fixed port: tests running side by side
+    // would collide on it. A test that wants gRPC passes --grpc-listen 127.0.0.1:0.
+    if (std::find(args.begin(), args.end(), "--grpc-listen") == args.end()) {
+      argv.insert(argv.end(), {"--grpc-listen", ""});
+    }
     argv.insert(argv.end(), {"--model", COREPOOL_DEFAULT_MODEL});
     argv.insert(argv.end(), args.begin(), args.end());
     child_ = spawn_process(argv, dir.path(), env);
@@ -87,6 +92,7 @@ class ServeProcess {
     std::smatch m;
     const std::string text = log();
     if (std::regex_search(text, m, std::regex("on http://[^ ]*:([0-9]+)"))) port_ = std::stoi(m[1]);
+    if (std::regex_search(text, m, std::regex("gRPC: serving on grpc://[^ ]*:([0-9]+)"))) grpc_port_ = std::stoi(m[1]);
   }
   ~ServeProcess() {
     if (!stopped_) stop(SIGKILL, std::chrono::seconds(10));
@@ -97,6 +103,7 @@ class ServeProcess {
   bool started() const { return started_; }
   int pid() const { return child_.pid; }
   int port() const { return port_; }
+  int grpc_port() const { return grpc_port_; }  // 0 without gRPC
   std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
   std::string log() const { return read_file(child_.err_path); }
   bool alive() const { return process_alive(child_.pid); }
@@ -115,6 +122,7 @@ class ServeProcess {
   bool started_ = false;
   bool stopped_ = false;
   int port_ = 0;
+  int grpc_port_ = 0;
 };
 
 // The value of an unlabelled sample ("corepool_generation 2") or of a labelled

@@ -465,13 +465,14 @@ TEST_F(ServeTest, SocketActivationServesOnTheInheritedSocket) {
 
 TEST_F(ServeTest, BadListenAddressesFailWithAClearError) {
   testing::ProcessResult r = testing::run_process(
-      {COREPOOL_BIN, "serve", "--model", COREPOOL_DEFAULT_MODEL, "--listen", "localhost"}, dir_.path());
+      {COREPOOL_BIN, "serve", "--model", COREPOOL_DEFAULT_MODEL, "--grpc-listen", "", "--listen", "localhost"},
+      dir_.path());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--listen: \"localhost\" is not host:port"));
   ServeProcess first(dir_, {"--workers", "1"});
   ASSERT_TRUE(first.started()) << first.log();
-  r = testing::run_process({COREPOOL_BIN, "serve", "--model", COREPOOL_DEFAULT_MODEL, "--workers", "1", "--listen",
-                            "127.0.0.1:" + std::to_string(first.port())},
+  r = testing::run_process({COREPOOL_BIN, "serve", "--model", COREPOOL_DEFAULT_MODEL, "--workers", "1",
+                            "--grpc-listen", "", "--listen", "127.0.0.1:" + std::to_string(first.port())},
                            dir_.path());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("address already in use"));

@@ -33,7 +33,7 @@ none_left() {
 }
 
 step_a_socket_activation() {
-  ct systemctl enable --now corepool.socket corepool-unix.socket || return 1
+  ct systemctl enable --now corepool.socket corepool-unix.socket corepool-grpc.socket || return 1
   [[ "$(prop ActiveState)" == inactive ]] || { echo "service active before any connection"; return 1; }
   local t0 code; t0=$(now_ms)
   code=$(ct curl -sS -m 60 -o /tmp/ready.json -w '%{http_code}' "$url/v2/health/ready")

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# ctest: `systemd-analyze verify` on our three units. Fails on a nonzero exit
+# ctest: `systemd-analyze verify` on our four units. Fails on a nonzero exit
 # (e.g. ExecStart not executable, a missing Sockets= unit) and also on any
 # message naming one of our units: verify exits 0 after "Unknown key ...,
 # ignoring" and similar warnings, so its output is the real verdict.
 # Usage: verify_units.sh SYSTEMD_ANALYZE UNIT_DIR
 set -uo pipefail
 analyze=$1 dir=$2
-units=("$dir/corepool.service" "$dir/corepool.socket" "$dir/corepool-unix.socket")
+units=("$dir/corepool.service" "$dir/corepool.socket" "$dir/corepool-unix.socket" "$dir/corepool-grpc.socket")
 out=$("$analyze" verify "${units[@]}" 2>&1)
 rc=$?
 [[ -n "$out" ]] && printf '%s\n' "$out"
