@@ -63,16 +63,25 @@ class Server:
         cmd = [ARGS.corepool, "--log-level", "info", "--config", self.config, "serve", "--mode", ARGS.mode,
                "--model", ARGS.model]
         if socket_activate:
-            self.http_port, self.grpc_port = free_port(), free_port()
-            cmd = [ARGS.socket_activate, "-l", "127.0.0.1:%d" % self.http_port, "-l", "127.0.0.1:%d" % self.grpc_port,
-                   "--fdname=http:grpc"] + cmd
-        else:
-            cmd += ["--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"]
-        self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=workdir)
-        if socket_activate:
+            # A port free_port() saw free may be taken by a parallel test before
+            # systemd-socket-activate binds it: it then exits, and we try others.
+            for attempt in range(5):
+                self.http_port, self.grpc_port = free_port(), free_port()
+                activate = [ARGS.socket_activate, "-l", "127.0.0.1:%d" % self.http_port,
+                            "-l", "127.0.0.1:%d" % self.grpc_port, "--fdname=http:grpc"]
+                self.log = open(self.log_path, "w")
+                self.proc = subprocess.Popen(activate + cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=workdir)
+                wait_for(lambda: "Listening on" in self.text() or self.proc.poll() is not None, 30,
+                         "systemd-socket-activate to listen")
+                if self.proc.poll() is None:
+                    break
+                self.log.close()
             # systemd-socket-activate execs serve on the first connection.
             wait_for(lambda: self.try_connect(), 60, "the first connection through systemd-socket-activate")
+        else:
+            cmd += ["--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"]
+            self.log = open(self.log_path, "w")
+            self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=workdir)
         wait_for(lambda: "serving model" in self.text() or self.proc.poll() is not None, 120, "serve to start")
         if self.proc.poll() is not None:
             raise RuntimeError("serve exited %s:\n%s" % (self.proc.returncode, self.text()))
