@@ -430,13 +430,8 @@ class SharedMemory(unittest.TestCase):
         data = struct.pack("<%df" % len(values), *values)
         in_key = self.region("in", 64 + len(data), b"\0" * 64 + data)
         out_key = self.region("out", 4 * len(raw))
-        try:
-            SERVER.stub.SystemSharedMemoryRegister(pb.SystemSharedMemoryRegisterRequest(
-                name="in", key=in_key, offset=0, byte_size=64 + len(data)), timeout=30)
-        except grpc.RpcError as e:
-            if e.code() == grpc.StatusCode.UNAVAILABLE:
-                self.skipTest("the service has no client shared-memory registry yet: " + e.details())
-            raise
+        SERVER.stub.SystemSharedMemoryRegister(pb.SystemSharedMemoryRegisterRequest(
+            name="in", key=in_key, offset=0, byte_size=64 + len(data)), timeout=30)
         self.addCleanup(lambda: SERVER.stub.SystemSharedMemoryUnregister(
             pb.SystemSharedMemoryUnregisterRequest(name=""), timeout=30))
         SERVER.stub.SystemSharedMemoryRegister(pb.SystemSharedMemoryRegisterRequest(
