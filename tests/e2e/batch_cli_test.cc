@@ -209,7 +209,9 @@ TEST(BatchCliTest, PeakMemoryDoesNotGrowWithFileLength) {
   ASSERT_EQ(s.exit_code, 0) << s.err;
   ASSERT_EQ(l.exit_code, 0) << l.err;
   // 15x the audio; anything proportional to length would add 100+ MB here.
-  EXPECT_LT(l.max_rss_kb - s.max_rss_kb, 16 * 1024)
+  // The bound leaves room for what a loaded machine adds to a longer run
+  // (16.7 MB seen under ctest -j2 next to the sanitizer builds).
+  EXPECT_LT(l.max_rss_kb - s.max_rss_kb, 32 * 1024)
       << "peak RSS " << s.max_rss_kb / 1024 << " MB for 2 min, " << l.max_rss_kb / 1024 << " MB for 30 min";
 }
 
