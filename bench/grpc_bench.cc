@@ -10,10 +10,12 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -29,8 +31,10 @@
 #include <grpcpp/grpcpp.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/grpc_floor.h"
 #include "config/model_config.h"
 #include "supervisor/grpc/proto/grpc_service.grpc.pb.h"
+#include "tests/support/client_shm_object.h"
 #include "tests/support/http_client.h"
 
 namespace {
@@ -44,6 +48,7 @@ struct Options {
   int workers = 0;
   int requests = 300;  // per block
   int rounds = 3;      // blocks per protocol, interleaved
+  int shm_items = 40;  // 40 x 6464 floats of the default model's input: 1.03 MB
 };
 
 std::string read_all(const std::string& path) {
@@ -60,11 +65,13 @@ class Server {
     dir_ = std::filesystem::temp_directory_path() / ("corepool-grpc-bench-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
     log_ = dir_ + "/serve.log";
+    const std::string config = dir_ + "/corepool.toml";
+    std::ofstream(config) << "[serve]\nallow_client_shm = true\n";
     pid_ = ::fork();
     if (pid_ == 0) {
       const int err = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       ::dup2(err, 2);
-      std::vector<std::string> args = {o.corepool, "--log-level", "info", "serve", "--mode", mode, "--model", o.model,
+      std::vector<std::string> args = {o.corepool, "--log-level", "info", "--config", config, "serve", "--mode", mode, "--model", o.model,
                                        "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0",
                                        "--workers", std::to_string(o.workers)};
       std::vector<char*> argv;
@@ -142,13 +149,103 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
 }
 
-void bench_mode(const Options& o, const std::string& mode) {
-  const corepool::ModelConfig model = corepool::load_model_config(o.model + "/model.toml");
+// One input item of the model's shape, deterministic.
+std::vector<float> make_item(const corepool::ModelConfig& model) {
   std::vector<float> item(model.item_floats());
   for (size_t i = 0; i < item.size(); ++i) item[i] = static_cast<float>((i * 7919) % 1000) / 500.0f - 1.0f;
-  const std::string bytes(reinterpret_cast<const char*>(item.data()), item.size() * sizeof(float));
-  nlohmann::json shape = {1};
+  return item;
+}
+
+nlohmann::json batch_shape(const corepool::ModelConfig& model, int batch) {
+  nlohmann::json shape = {batch};
   for (int64_t d : model.item_shape()) shape.push_back(d);
+  return shape;
+}
+
+void print_row(const char* name, const Block& b) {
+  std::printf("| %s | %.0f | %.0f | %.0f | %.0f |\n", name, percentile(b.us, 0.5), percentile(b.us, 0.9), b.forward_us,
+              percentile(b.us, 0.5) - b.forward_us);
+}
+
+// A region the client maps and writes, as Triton's shm clients do.
+class MappedRegion {
+ public:
+  explicit MappedRegion(size_t bytes) : object_(bytes), bytes_(bytes) {
+    data_ = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, object_.fd(), 0);
+    if (data_ == MAP_FAILED) throw std::runtime_error("mmap of the client's region failed");
+  }
+  ~MappedRegion() { ::munmap(data_, bytes_); }
+  const std::string& key() const { return object_.key(); }
+  void write(const std::string& bytes) { std::memcpy(data_, bytes.data(), bytes.size()); }
+
+ private:
+  corepool::testing::ClientShmObject object_;
+  size_t bytes_;
+  void* data_;
+};
+
+// Triton's system shared memory against the binary extension, for the same
+// `o.shm_items`-item input (answers as JSON both ways). Each shm request
+// includes the client's copy of the tensor into its region.
+void bench_shm(const Options& o, const Server& server, const corepool::ModelConfig& model) {
+  std::string bytes;
+  const std::vector<float> item = make_item(model);
+  for (int i = 0; i < o.shm_items; ++i) bytes.append(reinterpret_cast<const char*>(item.data()), item.size() * sizeof(float));
+  const nlohmann::json shape = batch_shape(model, o.shm_items);
+  const std::string path = "/v2/models/" + model.name + "/infer";
+  corepool::testing::HttpClient http(server.http_port()), metrics(server.http_port());
+
+  const std::string header = nlohmann::json{{"inputs", {{{"name", "input"}, {"datatype", "FP32"}, {"shape", shape},
+                                                         {"parameters", {{"binary_data_size", bytes.size()}}}}}}}
+                                 .dump();
+  const std::string body = header + bytes;
+  const std::string extra = "Inference-Header-Content-Length: " + std::to_string(header.size()) + "\r\n";
+  auto binary_send = [&] { return http.post(path, body, extra).status == 200; };
+
+  MappedRegion region(bytes.size());
+  const nlohmann::json registration = {{"key", region.key()}, {"offset", 0}, {"byte_size", bytes.size()}};
+  const auto registered = http.post("/v2/systemsharedmemory/region/bench-in/register", registration.dump());
+  if (registered.status != 200) throw std::runtime_error("registering the region failed: " + registered.body);
+  const std::string shm_body =
+      nlohmann::json{{"inputs", {{{"name", "input"}, {"datatype", "FP32"}, {"shape", shape},
+                                  {"parameters", {{"shared_memory_region", "bench-in"},
+                                                  {"shared_memory_byte_size", bytes.size()}}}}}}}
+          .dump();
+  auto shm_send = [&] {
+    region.write(bytes);
+    return http.post(path, shm_body).status == 200;
+  };
+
+  const int requests = std::max(20, o.requests / 3);
+  run_block(10, metrics, binary_send);  // warm up both paths
+  run_block(10, metrics, shm_send);
+  Block b, m;
+  for (int r = 0; r < o.rounds; ++r) {
+    for (const auto& [block, send] : {std::pair<Block*, std::function<bool()>>{&b, binary_send}, {&m, shm_send}}) {
+      const Block one = run_block(requests, metrics, send);
+      block->us.insert(block->us.end(), one.us.begin(), one.us.end());
+      block->forward_us += one.forward_us * o.shm_items / o.rounds;  // run_block gives it per segment
+    }
+  }
+  std::printf("\n### %d items (%.2f MB) per request, %d x %d requests per path, interleaved\n", o.shm_items,
+              bytes.size() / 1e6, o.rounds, requests);
+  // The items run on every worker at once, so busy time per request is not
+  // wall time and no overhead is subtracted here: the round trips compare.
+  std::printf("| path | p50 us | p90 us | workers' busy us/request (all workers) |\n|---|---|---|---|\n");
+  for (const auto& [name, k] : {std::pair<const char*, const Block&>{"HTTP binary extension (tensor in the body)", b},
+                                {"system shared memory (client copies into its region)", m}}) {
+    std::printf("| %s | %.0f | %.0f | %.0f |\n", name, percentile(k.us, 0.5), percentile(k.us, 0.9), k.forward_us);
+  }
+  std::printf("shared memory / binary, p50 round trip: %.3f (%.0f us less per request; the forward() is the same)\n",
+              percentile(m.us, 0.5) / percentile(b.us, 0.5), percentile(b.us, 0.5) - percentile(m.us, 0.5));
+  std::fflush(stdout);
+}
+
+void bench_mode(const Options& o, const std::string& mode) {
+  const corepool::ModelConfig model = corepool::load_model_config(o.model + "/model.toml");
+  const std::vector<float> item = make_item(model);
+  const std::string bytes(reinterpret_cast<const char*>(item.data()), item.size() * sizeof(float));
+  const nlohmann::json shape = batch_shape(model, 1);
 
   Server server(o, mode);
   // HTTP: the binary tensor extension, one keep-alive connection.
@@ -200,13 +297,12 @@ void bench_mode(const Options& o, const std::string& mode) {
   std::printf("\n## %s mode (model %s, %zu floats per request, %d x %d requests per protocol, interleaved)\n",
               mode.c_str(), model.name.c_str(), item.size(), o.rounds, o.requests);
   std::printf("| protocol | p50 us | p90 us | workers' forward us/request | p50 overhead us |\n|---|---|---|---|---|\n");
-  for (const auto& [name, b] : {std::pair<const char*, const Block&>{"HTTP binary extension", h}, {"gRPC raw_input_contents", g}}) {
-    std::printf("| %s | %.0f | %.0f | %.0f | %.0f |\n", name, percentile(b.us, 0.5), percentile(b.us, 0.9),
-                b.forward_us, percentile(b.us, 0.5) - b.forward_us);
-  }
+  print_row("HTTP binary extension", h);
+  print_row("gRPC raw_input_contents", g);
   std::printf("floors, no inference: HTTP GET /v2/health/live p50 %.0f us, gRPC ServerLive p50 %.0f us\n",
               percentile(hl.us, 0.5), percentile(gl.us, 0.5));
   std::fflush(stdout);
+  bench_shm(o, server, model);
 }
 
 }  // namespace
@@ -220,9 +316,11 @@ int main(int argc, char** argv) {
   app.add_option("--workers", o.workers, "workers (0 = usable cpus)");
   app.add_option("--requests", o.requests, "requests per block");
   app.add_option("--rounds", o.rounds, "blocks per protocol");
+  app.add_option("--shm-items", o.shm_items, "items per request of the shared-memory comparison");
   CLI11_PARSE(app, argc, argv);
   ::signal(SIGPIPE, SIG_IGN);
   std::printf("# corepool-grpc-bench (%s)\n", o.corepool.c_str());
   for (const auto& mode : o.modes) bench_mode(o, mode);
+  corepool::bench::print_bare_grpc_floor(3 * o.requests);
   return 0;
 }
