@@ -310,6 +310,13 @@ void bench_load(const Options& o, const std::string& mode) {
               o.connections, o.load_seconds, load.requests, load.rps, load.socket_errors, load.non2xx, ok,
               ok / o.load_seconds, busy, all - ok - busy);
   std::printf("  latency p50 %.0f us, p99 %.0f us (503s included)\n", load.p50_us, load.p99_us);
+  // Triton's statistics extension against /metrics after the same run.
+  const auto stats = nlohmann::json::parse(run("curl -s " + server.url("/v2/models/" + model->config.name + "/stats")));
+  const auto& is = stats["model_stats"][0]["inference_stats"];
+  const double success = is["success"]["count"].get<double>(), fail = is["fail"]["count"].get<double>();
+  std::printf("  /v2/models/%s/stats after the run: success %.0f, fail %.0f; /metrics: %.0f answered 200, %.0f not: %s\n",
+              model->config.name.c_str(), success, fail, ok, all - ok,
+              success == ok && fail == all - ok ? "equal" : "DIFFERENT");
 }
 
 }  // namespace

@@ -11,6 +11,8 @@
 #include <memory>
 #include <fstream>
 #include <regex>
+#include <sstream>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -63,6 +65,41 @@ double metric_of(const testing::TempDir& dir, const ServeProcess& server, const 
   return testing::metric(curl(dir, {server.url("/metrics")}).body, name);
 }
 
+// corepool_requests_total of the infer endpoint, every protocol: answered 200
+// (`ok`) or anything else.
+double infer_requests(const std::string& metrics, bool ok) {
+  std::istringstream in(metrics);
+  double sum = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("corepool_requests_total{endpoint=\"infer\",", 0) != 0) continue;
+    if ((line.find("code=\"200\"") != std::string::npos) == ok) sum += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+
+// Triton's statistics against /metrics once the counts stop moving (wrk's
+// last requests may still be answered, or cancelled, after it exits).
+void expect_statistics_equal_metrics(const testing::TempDir& dir, const ServeProcess& server) {
+  std::string metrics = curl(dir, {server.url("/metrics")}).body;
+  json stats;
+  for (int i = 0; i < 50; ++i) {
+    stats = json::parse(curl(dir, {server.url("/v2/models/default/stats")}).body)["model_stats"][0];
+    const std::string again = curl(dir, {server.url("/metrics")}).body;
+    if (infer_requests(again, true) == infer_requests(metrics, true) &&
+        infer_requests(again, false) == infer_requests(metrics, false)) {
+      break;
+    }
+    metrics = again;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const json& is = stats["inference_stats"];
+  EXPECT_GT(is["success"]["count"].get<double>(), 20);
+  EXPECT_EQ(is["success"]["count"].get<double>(), infer_requests(metrics, true)) << metrics << stats.dump();
+  EXPECT_EQ(is["fail"]["count"].get<double>(), infer_requests(metrics, false)) << metrics << stats.dump();
+  // One item per request in this load.
+  EXPECT_EQ(stats["inference_count"].get<double>(), is["success"]["count"].get<double>());
+}
+
 TEST(ServeLoadTest, ReloadsUnderWrkLoadFailNoRequest) {
   testing::TempDir dir;
   const std::string config = dir.path() + "/corepool.toml";
@@ -89,6 +126,8 @@ TEST(ServeLoadTest, ReloadsUnderWrkLoadFailNoRequest) {
   EXPECT_THAT(load.out, Not(HasSubstr("Socket errors")));
   EXPECT_EQ(testing::metric(metrics, "corepool_reloads_failed_total"), 0);
   EXPECT_THAT(metrics, Not(HasSubstr("endpoint=\"infer\",code=\"5")));
+  // Statistics span the three generations, as /metrics' request counts do.
+  expect_statistics_equal_metrics(dir, server);
   EXPECT_TRUE(testing::wait_until([&] { return server.log().find("generation 2 retired") != std::string::npos; },
                                   std::chrono::seconds(30))) << server.log();
   const testing::ProcessResult stopped = server.stop();
