@@ -340,6 +340,7 @@ triton::Status Server::reload(const char* why, const std::string& engine_toml) {
     }
     ++generations_;
     config_ = next;
+    service_->loaded();
     spdlog::info("reload done in {} ms: generation {} serves model \"{}\" from {}",
                  std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count(), generations_,
                  current()->model().config.name, next.model_dir);

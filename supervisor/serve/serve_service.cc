@@ -201,10 +201,7 @@ void ServeService::load(const std::string& model, const std::string& config_json
       return done({Code::kInvalidArgument, e.what()});
     }
   }
-  host_.request_reload(std::move(toml), [this, done = std::move(done)](Status status) {
-    if (status.ok()) unloaded_.store(false);
-    done(std::move(status));
-  });
+  host_.request_reload(std::move(toml), std::move(done));  // the host calls loaded() once the new generation serves
 }
 
 Status ServeService::unload(const std::string& model) {

@@ -63,6 +63,9 @@ class ServeService final : public triton::Service {
 
   // The model's statistics, for each generation to record its executions in.
   std::shared_ptr<ModelStatistics> statistics() const;
+  // A new generation is serving (a repository load or SIGHUP): an unloaded
+  // model is loaded again.
+  void loaded() { unloaded_.store(false); }
   // Infer requests answered kDeadlineExceeded / cancelled before their answer, since start.
   uint64_t timed_out() const { return counters_->timed_out.load(); }
   uint64_t cancelled() const { return counters_->cancelled.load(); }
@@ -75,7 +78,7 @@ class ServeService final : public triton::Service {
 
   ServeHost& host_;
   ServeMetrics& metrics_;
-  std::atomic<bool> unloaded_{false};  // POST .../unload until the next successful load
+  std::atomic<bool> unloaded_{false};  // POST .../unload until the next successful reload, whatever asked for it
   const std::shared_ptr<InferCounters> counters_ = std::make_shared<InferCounters>();
   // Triton's system shared memory: the regions clients registered (refuses
   // everything unless serve.allow_client_shm).

@@ -223,6 +223,15 @@ TEST_P(TritonModeTest, RepositoryLoadIsANewGenerationWithItsOverridesAndUnloadSt
   EXPECT_EQ(metric(http, R"(corepool_engine_max_batch{source="configured",optimize="onednn"})"), 4);
   EXPECT_EQ(http.get("/v2/models/default/ready").status, 200);
   EXPECT_EQ(infer(http, 2).status, 200);
+
+  // SIGHUP is the same path: it loads an unloaded model too.
+  EXPECT_EQ(http.post("/v2/repository/models/default/unload", "").status, 200);
+  EXPECT_EQ(http.get("/v2/models/default/ready").status, 503);
+  server->signal(SIGHUP);
+  EXPECT_TRUE(testing::wait_until([&] { return metric(http, "corepool_generation") == 4; }, std::chrono::seconds(60)))
+      << server->log();
+  EXPECT_EQ(http.get("/v2/models/default/ready").status, 200);
+  EXPECT_EQ(infer(http, 2).status, 200);
   EXPECT_EQ(server->stop().exit_code, 0);
 }
 
