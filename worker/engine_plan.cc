@@ -14,7 +14,10 @@ std::string EnginePlan::text() const {
   if (optimize.applied != "none") {
     s += fmt::format(" in {:.2f} s, max |score difference| {:.2g}", optimize.seconds, optimize.max_difference);
   }
-  if (optimize.shared_bytes > 0) s += fmt::format(", {:.1f} MB shared read-only", optimize.shared_bytes / 1e6);
+  if (optimize.shared_bytes > 0) {
+    s += fmt::format(", {:.1f} MB shared read-only in {}", optimize.shared_bytes / 1e6,
+                     optimize.huge_pages ? "huge pages" : "4 KiB pages (no transparent huge pages)");
+  }
   s += "; max_batch " + std::to_string(max_batch);
   s += measured ? fmt::format(" measured in {:.2f} s: {}", calibration.seconds, calibration.text()) : " (configured)";
   return s;

@@ -81,6 +81,7 @@ OptimizeOutcome optimize_model(const LoadedModel& model, const std::string& mode
       }
       if (const int rc = arena->seal(); rc != 0) throw std::runtime_error("cannot seal the weight arena");
       out.shared_bytes = arena->live_bytes();
+      out.huge_pages = arena->huge_pages();
     }
     // The arena first: the old module's tensors are on the heap, the new one's in the arena.
     torch.arena = arena;

@@ -20,6 +20,7 @@ struct OptimizeOutcome {
   double seconds = 0;      // time spent optimizing (and checking)
   double max_difference = 0;  // |optimized - as loaded| on the check batch
   size_t shared_bytes = 0;    // live bytes in the weight arena (shared only)
+  bool huge_pages = false;    // the arena is in transparent huge pages (weight_arena.h)
 };
 
 // Replaces the module of `model` by its optimized form, in place: every holder

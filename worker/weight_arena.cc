@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 
@@ -23,6 +24,7 @@ namespace {
 
 constexpr size_t kAlign = 64;     // c10's own alignment (gAlignment)
 constexpr size_t kPage = 4096;
+constexpr size_t kHugePage = 2 << 20;  // x86-64's and aarch64's (4 KiB granule) PMD size
 
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
@@ -104,23 +106,60 @@ void install_router() {
 
 }  // namespace
 
+// Whether anonymous memory may use transparent huge pages when it asks
+// (MADV_HUGEPAGE): the kernel's setting is "always" or "madvise", not "never".
+bool anonymous_huge_pages_available() {
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string setting;
+  std::getline(in, setting);
+  return !setting.empty() && setting.find("[never]") == std::string::npos;
+}
+
+namespace {
+
+// A private mapping of `capacity` bytes starting on a huge-page boundary and
+// asking for huge pages (each whole 2 MiB of it; a shorter tail stays in 4 KiB
+// pages); nullptr if refused.
+void* map_huge(size_t capacity) {
+  const size_t reserve = capacity + kHugePage;
+  void* raw = ::mmap(nullptr, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto at = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t base = round_up(at, kHugePage);
+  if (base > at) ::munmap(raw, base - at);
+  if (const uintptr_t end = at + reserve; end > base + capacity) {
+    ::munmap(reinterpret_cast<void*>(base + capacity), end - base - capacity);
+  }
+  if (::madvise(reinterpret_cast<void*>(base), capacity, MADV_HUGEPAGE) != 0) {
+    ::munmap(reinterpret_cast<void*>(base), capacity);
+    return nullptr;
+  }
+  return reinterpret_cast<void*>(base);
+}
+
+}  // namespace
+
 std::shared_ptr<WeightArena> WeightArena::create(size_t capacity) {
   install_router();
   capacity = round_up(std::max<size_t>(capacity, kPage), kPage);
+  void* base = nullptr;
+  if (anonymous_huge_pages_available()) base = map_huge(capacity);
+  const bool huge = base != nullptr;
   // MAP_NORESERVE: the reservation is address space; only written pages count.
-  void* base = ::mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (!huge) base = ::mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) {
     throw std::runtime_error("cannot map a weight arena of " + std::to_string(capacity >> 20) +
                              " MiB: " + std::strerror(errno));
   }
-  std::shared_ptr<WeightArena> arena(new WeightArena(base, capacity));
+  std::shared_ptr<WeightArena> arena(new WeightArena(base, capacity, huge));
   std::lock_guard<std::mutex> lock(g_arenas_mu);
   g_arenas.push_back(arena.get());
   update_span_locked();
   return arena;
 }
 
-WeightArena::WeightArena(void* base, size_t capacity) : base_(base), capacity_(capacity), owner_(::getpid()) {
+WeightArena::WeightArena(void* base, size_t capacity, bool huge_pages)
+    : base_(base), capacity_(capacity), huge_pages_(huge_pages), owner_(::getpid()) {
   free_.emplace(0, capacity);
 }
 
@@ -162,9 +201,10 @@ void* WeightArena::allocate(size_t bytes) {
 }
 
 // Coalesces with both neighbours, then gives the whole pages of the free run
-// back to the kernel (MADV_REMOVE punches them out of the shared object), so
-// optimizing's temporaries do not stay resident. After seal() the mapping is
-// read-only and MADV_REMOVE is refused: the run then stays until munmap.
+// back to the kernel (MADV_DONTNEED drops a private mapping's pages;
+// MADV_REMOVE punches them out of a shared object), so optimizing's
+// temporaries do not stay resident. After seal() nothing is given back: the
+// run then stays until munmap.
 void WeightArena::free(void* p) {
   if (::getpid() != owner_) return;  // a worker's teardown: the pages are the supervisor's
   std::lock_guard<std::mutex> lock(mu_);
@@ -189,7 +229,7 @@ void WeightArena::free(void* p) {
   free_.emplace(start, end - start);
   const size_t page_start = round_up(start, kPage), page_end = end / kPage * kPage;
   if (!sealed_ && page_end > page_start) {
-    ::madvise(static_cast<char*>(base_) + page_start, page_end - page_start, MADV_REMOVE);
+    ::madvise(static_cast<char*>(base_) + page_start, page_end - page_start, huge_pages_ ? MADV_DONTNEED : MADV_REMOVE);
   }
 }
 
@@ -201,6 +241,7 @@ int WeightArena::seal() {
 }
 
 void WeightArena::prefault() const {
+  if (huge_pages_) return;  // fork copied the private mapping's page-table entries: nothing to fault
 #ifdef MADV_POPULATE_READ
   // Only live blocks: a read fault on a hole of a shared mapping would
   // allocate a page of zeros for nothing.

@@ -12,6 +12,9 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -102,6 +105,47 @@ TEST(WeightArenaTest, SealedArenaTakesNoMoreAllocations) {
   WeightArena::Scope scope(*arena);
   const torch::Tensor t = torch::ones({100});
   EXPECT_FALSE(arena->contains(t.data_ptr()));
+}
+
+// Rss in kB of the mapping of this process that contains `p`, from
+// /proc/self/smaps; -1 if none does.
+long rss_kb_of_mapping(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find(':') > line.find(' ')) {
+      inside = at >= lo && at < hi;
+    } else if (inside && line.rfind("Rss:", 0) == 0) {
+      return std::atol(line.c_str() + 4);
+    }
+  }
+  return -1;
+}
+
+// In transparent huge pages the arena is a private mapping whose entries
+// fork copies: a worker starts with every weight mapped, nothing to fault in
+// (a shared mapping starts empty in the child: Rss 0 until touched).
+TEST(WeightArenaTest, AForkedChildStartsWithTheSealedBlocksMappedWhenHugePagesAreAvailable) {
+  auto arena = WeightArena::create(16 << 20);
+  constexpr size_t kBytes = 6 << 20;
+  void* block = arena->allocate(kBytes);
+  ASSERT_NE(block, nullptr);
+  std::memset(block, 7, kBytes);
+  ASSERT_EQ(arena->seal(), 0);
+  if (!anonymous_huge_pages_available()) {
+    EXPECT_FALSE(arena->huge_pages());
+    GTEST_SKIP() << "transparent huge pages are off here: the arena is shared and workers prefault it";
+  }
+  ASSERT_TRUE(arena->huge_pages());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(arena->base()) % (2 << 20), 0u) << "starts on a huge-page boundary";
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(rss_kb_of_mapping(block) >= static_cast<long>(kBytes / 1024) ? 0 : 1);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child's page tables hold the blocks at start";
+  arena->prefault();  // nothing to do in huge pages; must not fail
 }
 
 // ------------------------------------------------ optimized scores
