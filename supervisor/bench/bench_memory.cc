@@ -19,6 +19,7 @@
 
 #include "shm/channel.h"
 #include "supervisor/bench/bench.h"
+#include "supervisor/bench/bench_stats.h"
 #include "supervisor/pool/process_memory.h"
 #include "supervisor/pool/process_pool.h"
 #include "worker/engine_plan.h"
@@ -161,6 +162,7 @@ ExitCode run_memory_bench(const BenchOptions& o) {
               "shared: added/worker");
   double weights_mb = 0, prev_shared = 0, naive_per_copy = 0;
   int prev_n = 0;
+  std::vector<std::pair<double, double>> shared_points;  // (workers, shared PSS MB)
   const std::vector<int> counts = o.worker_counts.empty() ? std::vector<int>{1, 2, 4, 8} : o.worker_counts;
   for (int n : counts) {
     const json shared = json::parse(run_self({"--log-level", "warn", "bench", "--point", "memory", "--model",
@@ -183,6 +185,14 @@ ExitCode run_memory_bench(const BenchOptions& o) {
     std::fflush(stdout);
     prev_shared = mb[0];
     prev_n = n;
+    shared_points.emplace_back(n, mb[0]);
+  }
+  if (shared_points.size() >= 2) {
+    // Each step's difference moves with the kernel's 4 MB-grained accounting;
+    // the least-squares slope over every point is the steadier figure.
+    const double slope = least_squares_slope(shared_points);
+    std::printf("\nshared: added/worker, least-squares slope over every point: %.1f MB = %.1f%% of weights\n", slope,
+                100.0 * slope / weights_mb);
   }
   std::printf("\nweights: %.1f MB; naive: %.1f MB per worker at %d (its supervisor holds no copy)\n", weights_mb,
               naive_per_copy, prev_n);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 namespace corepool {
@@ -32,6 +33,24 @@ inline double spread(const std::vector<double>& v) {
   const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
   const double m = median(v);
   return m > 0 ? (*hi - *lo) / m : 0.0;
+}
+
+// Slope of the least-squares line through (x, y) points; 0 unless at least two
+// x differ.
+inline double least_squares_slope(const std::vector<std::pair<double, double>>& points) {
+  if (points.empty()) return 0.0;
+  double sx = 0, sy = 0;
+  for (const auto& [x, y] : points) {
+    sx += x;
+    sy += y;
+  }
+  const double mx = sx / points.size(), my = sy / points.size();
+  double sxy = 0, sxx = 0;
+  for (const auto& [x, y] : points) {
+    sxy += (x - mx) * (y - my);
+    sxx += (x - mx) * (x - mx);
+  }
+  return sxx > 0 ? sxy / sxx : 0.0;
 }
 
 }  // namespace corepool

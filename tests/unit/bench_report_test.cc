@@ -51,6 +51,14 @@ TEST(BenchStatsTest, PercentilesAreNearestRankOfMeasuredValues) {
   EXPECT_DOUBLE_EQ(median({5, 1}), 3);  // two repeats: their mean
 }
 
+TEST(BenchStatsTest, LeastSquaresSlopeOfHandComputedPoints) {
+  // y = 2x + 1 exactly, then (1,3) (2,4) (3,8): sxy = 5, sxx = 2 by hand.
+  EXPECT_DOUBLE_EQ(least_squares_slope({{1, 3}, {2, 5}, {4, 9}, {8, 17}}), 2.0);
+  EXPECT_DOUBLE_EQ(least_squares_slope({{1, 3}, {2, 4}, {3, 8}}), 2.5);
+  EXPECT_EQ(least_squares_slope({{4, 1}, {4, 9}}), 0.0);
+  EXPECT_EQ(least_squares_slope({}), 0.0);
+}
+
 TEST(BenchReportTest, TwoRepeatsGiveTheMeanTimeAndAMatchingRate) {
   const PointSummary s = summarize({"thread", 2, 1, "jemalloc"}, {run(2), run(4)}, 0.5);
   EXPECT_DOUBLE_EQ(s.seconds, 3);
