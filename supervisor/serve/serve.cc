@@ -165,7 +165,10 @@ class Server final : public ServeContext, public ServeHost {
   ServeMetrics metrics_;
   std::mutex mu_;
   std::shared_ptr<Generation> current_;
-  std::vector<std::shared_ptr<Generation>> retired_;  // main thread only
+  // Under mu_ (the main thread adds and removes; snapshot() reads): replaced
+  // generations still answering their requests.
+  std::vector<std::shared_ptr<Generation>> retired_;
+  ExecutorStats finished_;  // under mu_: the counters of generations gone
   uint64_t generations_ = 0;
   std::atomic<uint64_t> reloads_failed_{0};
   std::vector<PendingLoad> pending_loads_;  // under mu_: repository loads for the main thread
@@ -357,15 +360,25 @@ triton::Status Server::reload(const char* why, const std::string& engine_toml) {
 }
 
 // An old generation goes once only this list holds it: every request it took
-// has been answered. Its destructor stops the workers and frees the segment.
+// has been answered. Its last segments (of requests answered at their
+// deadline) finish first, so that its counters are final when they join
+// finished_; until then snapshot() reads them live. Its destructor, outside
+// the lock, stops the workers and frees the weights.
 void Server::retire_idle() {
-  for (auto it = retired_.begin(); it != retired_.end();) {
-    if (it->use_count() > 1) {
-      ++it;
+  for (size_t i = 0; i < retired_.size();) {
+    std::shared_ptr<Generation> gen = retired_[i];
+    if (gen.use_count() > 2) {  // more than the list's and this copy: a request still holds it
+      ++i;
       continue;
     }
-    const uint64_t n = (*it)->number();
-    it = retired_.erase(it);
+    gen->executor().wait_idle();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      add_executor_counters(finished_, gen->executor().stats());
+      retired_.erase(retired_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    const uint64_t n = gen->number();
+    gen.reset();
     spdlog::info("generation {} retired: its workers are stopped and its weights freed", n);
   }
 }
@@ -413,6 +426,14 @@ ServeSnapshot Server::snapshot() {
   const auto gen = current();
   s.http = http_ ? http_->stats() : HttpStats{};
   s.executor = gen->executor().stats();
+  // Counters span generations (as Triton's statistics do): add the replaced
+  // ones', draining or gone.
+  // No copy of a generation leaves the lock: its destructor stays the main thread's.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& d : retired_) add_executor_counters(s.executor, d->executor().stats());
+    add_executor_counters(s.executor, finished_);
+  }
   s.mode = gen->config().mode;
   s.model = gen->model().config.name;
   s.optimize = gen->plan().optimize.applied;

@@ -126,6 +126,19 @@ void render_memory(std::string& out, const ServeSnapshot& s) {
 
 }  // namespace
 
+void add_executor_counters(ExecutorStats& into, const ExecutorStats& from) {
+  if (into.busy_seconds.size() < from.busy_seconds.size()) into.busy_seconds.resize(from.busy_seconds.size(), 0.0);
+  for (size_t i = 0; i < from.busy_seconds.size(); ++i) into.busy_seconds[i] += from.busy_seconds[i];
+  into.restarts += from.restarts;
+  into.redispatched += from.redispatched;
+  into.poisoned += from.poisoned;
+  into.batches += from.batches;
+  into.segments += from.segments;
+  into.cancelled += from.cancelled;
+  into.recycled_max_requests += from.recycled_max_requests;
+  into.recycled_max_rss += from.recycled_max_rss;
+}
+
 void ServeMetrics::observe(const std::string& protocol, const std::string& endpoint, int code, double seconds) {
   const size_t bucket = static_cast<size_t>(
       std::lower_bound(kLatencyBuckets.begin(), kLatencyBuckets.end(), seconds) - kLatencyBuckets.begin());

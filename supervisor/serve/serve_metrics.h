@@ -25,6 +25,11 @@ namespace corepool {
 constexpr std::array<double, 16> kLatencyBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                                     0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,     10};
 
+// Adds `from`'s counters (busy seconds slot by slot, batches, segments,
+// restarts, ...) to `into`'s; gauges (outstanding, depth, pids, readiness) stay
+// `into`'s. So that /metrics counters span generations as statistics do.
+void add_executor_counters(ExecutorStats& into, const ExecutorStats& from);
+
 struct ServeSnapshot {
   HttpStats http;
   ExecutorStats executor;
