@@ -1,6 +1,7 @@
 // See grpc_floor.h. The completion-queue server answers on the thread that
-// polls its queue (the fewest thread hops gRPC allows); the other two use
-// gRPC's own threads, as corepool's server (callback API) does.
+// polls its queue (the fewest thread hops gRPC allows); the others use
+// gRPC's own threads, the mixed one too: its callback method brings gRPC's
+// pollers for the callback API, which read the sockets as well.
 #include "bench/grpc_floor.h"
 
 #include <algorithm>
@@ -36,6 +37,23 @@ class CallbackLive final : public GRPCInferenceService::CallbackService {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     reactor->Finish(grpc::Status::OK);
     return reactor;
+  }
+};
+
+// The completion-queue service with one method (ServerReady) served by the
+// callback API instead, as corepool's server mixes them: the callback API
+// brings gRPC's own threads polling the same sockets.
+class MixedLive final : public GRPCInferenceService::AsyncService {
+ public:
+  MixedLive() {
+    MarkMethodCallback(1, new grpc::internal::CallbackUnaryHandler<inference::ServerReadyRequest,
+                                                                   inference::ServerReadyResponse>(
+                              [](grpc::CallbackServerContext* ctx, const inference::ServerReadyRequest*,
+                                 inference::ServerReadyResponse*) {
+                                auto* reactor = ctx->DefaultReactor();
+                                reactor->Finish(grpc::Status::OK);
+                                return reactor;
+                              }));
   }
 };
 
@@ -93,16 +111,16 @@ std::vector<double> call_live(int port, int requests) {
   return us;
 }
 
-void measure(const char* name, int requests, grpc::Service* service, bool queue) {
+// `async`: ServerLive is served from a completion queue, `service` otherwise.
+void measure(const char* name, int requests, grpc::Service* service, GRPCInferenceService::AsyncService* async) {
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  GRPCInferenceService::AsyncService async;
-  builder.RegisterService(queue ? &async : service);
-  std::unique_ptr<grpc::ServerCompletionQueue> cq = queue ? builder.AddCompletionQueue() : nullptr;
+  builder.RegisterService(async ? async : service);
+  std::unique_ptr<grpc::ServerCompletionQueue> cq = async ? builder.AddCompletionQueue() : nullptr;
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   std::thread poller;
-  if (queue) poller = std::thread([&] { QueueLive(async, *cq).run(); });
+  if (async) poller = std::thread([&] { QueueLive(*async, *cq).run(); });
   call_live(port, requests / 4);  // warm up the channel
   const std::vector<double> us = call_live(port, requests);
   server->Shutdown();
@@ -122,9 +140,12 @@ void print_bare_grpc_floor(int requests) {
   std::printf("| server API | p50 us | p90 us |\n|---|---|---|\n");
   SyncLive sync;
   CallbackLive callback;
-  measure("synchronous", requests, &sync, false);
-  measure("callback (corepool's)", requests, &callback, false);
-  measure("completion queue, answered on its polling thread", requests, nullptr, true);
+  GRPCInferenceService::AsyncService async;
+  MixedLive mixed;
+  measure("synchronous", requests, &sync, nullptr);
+  measure("callback", requests, &callback, nullptr);
+  measure("completion queue, answered on its polling thread", requests, nullptr, &async);
+  measure("the same, with a callback method in the server (corepool's)", requests, nullptr, &mixed);
   std::fflush(stdout);
 }
 
