@@ -3,7 +3,7 @@
 # each one's output to $BUILD/bench-all/NN-name.txt, headed by the commit
 # (short hash, "-dirty" if the tree had changes), the date and the exact command,
 # so that a table pasted into RESULTS.md names what it was measured with.
-# Not part of `make test`. 16 min (949 s) on 2 shared cpus; FULL=1 adds the full sweep
+# Not part of `make test`. 9.5-16 min on 2 cpus (568 s at 6bb2b77); FULL=1 adds the full sweep
 # and the two-hour soak (about 35 min more).
 set -euo pipefail
 
