@@ -7,9 +7,12 @@
 #include "supervisor/pool/allocator.h"
 
 #include <dlfcn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +24,7 @@
 
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
+#include "worker/allocator_child.h"
 
 namespace corepool {
 namespace {
@@ -110,7 +114,97 @@ TEST(AllocatorTest, AlreadyOnTheWantedAllocatorNothingHappens) {
   EXPECT_EQ(ensure_allocator(allocator_in_use(), nullptr), "");
 }
 
+// jemalloc with background threads configured: a forked process has none
+// (jemalloc's own behaviour, checked first so that the test fails if that
+// premise changes), and restart_allocator_background_thread() brings them back.
+TEST(AllocatorTest, AForkedWorkerGetsJemallocsBackgroundThreadBack) {
+  if (!jemalloc_installed()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
+  testing::TempDir dir;
+  ::unsetenv("LD_PRELOAD");
+  const auto child = testing::spawn_process(testing::self_test_argv("DISABLED_AllocatorChild.BackgroundThreadAfterFork"),
+                                            dir.path(),
+                                            {std::string("LD_PRELOAD=") + COREPOOL_JEMALLOC_LIBRARY,
+                                             "MALLOC_CONF=background_thread:true,dirty_decay_ms:1000"});
+  const testing::ProcessResult r = testing::wait_process(child, std::chrono::seconds(60));
+  EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
+}
+
+TEST(AllocatorTest, PurgeGivesJemallocsFreedPagesBackAtOnce) {
+  if (!jemalloc_installed()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
+  testing::TempDir dir;
+  ::unsetenv("LD_PRELOAD");
+  const auto child = testing::spawn_process(testing::self_test_argv("DISABLED_AllocatorChild.PurgeGivesFreedPagesBack"),
+                                            dir.path(),
+                                            {std::string("LD_PRELOAD=") + COREPOOL_JEMALLOC_LIBRARY,
+                                             "MALLOC_CONF=background_thread:false,dirty_decay_ms:10000"});
+  const testing::ProcessResult r = testing::wait_process(child, std::chrono::seconds(60));
+  EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
+}
+
+TEST(AllocatorTest, NoBackgroundThreadIsStartedWhereNoneWasAskedFor) {
+  // This binary runs on the system allocator (or jemalloc without them).
+  bool asked = false;
+  size_t size = sizeof(asked);
+  using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
+  const auto mallctl = reinterpret_cast<Mallctl>(::dlsym(RTLD_DEFAULT, "mallctl"));
+  if (mallctl && mallctl("opt.background_thread", &asked, &size, nullptr, 0) == 0 && asked) {
+    GTEST_SKIP() << "this process runs jemalloc with background threads";
+  }
+  EXPECT_FALSE(restart_allocator_background_thread());
+}
+
 // ---- Run by the tests above in a fresh process, never on their own. ----
+
+// jemalloc's "background_thread" as it stands in this process; -1 without mallctl.
+int background_thread_on() {
+  using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
+  const auto mallctl = reinterpret_cast<Mallctl>(::dlsym(RTLD_DEFAULT, "mallctl"));
+  bool on = false;
+  size_t size = sizeof(on);
+  if (!mallctl || mallctl("background_thread", &on, &size, nullptr, 0) != 0) return -1;
+  return on ? 1 : 0;
+}
+
+// Pages jemalloc holds dirty (freed, not yet given back) over every arena,
+// as its statistics say after an epoch refresh; -1 without mallctl.
+long dirty_pages() {
+  using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
+  const auto mallctl = reinterpret_cast<Mallctl>(::dlsym(RTLD_DEFAULT, "mallctl"));
+  uint64_t epoch = 1;
+  size_t size = sizeof(epoch);
+  if (!mallctl || mallctl("epoch", &epoch, &size, &epoch, sizeof(epoch)) != 0) return -1;
+  size_t pages = 0;
+  size = sizeof(pages);
+  if (mallctl("stats.arenas.4096.pdirty", &pages, &size, nullptr, 0) != 0) return -1;
+  return static_cast<long>(pages);
+}
+
+TEST(DISABLED_AllocatorChild, PurgeGivesFreedPagesBack) {
+  ASSERT_GE(dirty_pages(), 0) << "jemalloc preloaded";
+  std::vector<void*> blocks;
+  for (int i = 0; i < 64; ++i) {
+    blocks.push_back(std::malloc(64 << 10));
+    std::memset(blocks.back(), 1, 64 << 10);
+  }
+  for (void* b : blocks) std::free(b);
+  ASSERT_GT(dirty_pages(), 0) << "4 MB freed with dirty_decay_ms:10000 must still be dirty";
+  ASSERT_TRUE(purge_allocator());
+  EXPECT_EQ(dirty_pages(), 0);
+}
+
+TEST(DISABLED_AllocatorChild, BackgroundThreadAfterFork) {
+  ASSERT_EQ(background_thread_on(), 1) << "jemalloc preloaded with background_thread:true";
+  const pid_t worker = ::fork();
+  if (worker == 0) {
+    if (background_thread_on() != 0) ::_exit(2);  // jemalloc keeps them across fork: the premise is gone
+    if (!restart_allocator_background_thread()) ::_exit(3);
+      ::_exit(background_thread_on() == 1 ? 0 : 4);
+  }
+  int status = 0;
+  ::waitpid(worker, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: off after fork was expected; 3: restart refused; 4: still off";
+}
 
 // This process's argv, as ensure_allocator re-executes it.
 std::vector<std::string> own_argv() {
