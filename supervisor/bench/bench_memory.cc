@@ -1,7 +1,8 @@
 // Memory and respawn benchmarks of process mode. Memory: total PSS of the
 // supervisor and its N workers with the weights shared (one read-only segment)
 // and naive (every worker loads its own copy), after every worker has run a
-// few batches at the plan's batch; the naive supervisor holds no copy. Respawn:
+// few batches at the plan's batch, read twice: right after the work, and at
+// rest 2 s later; the naive supervisor holds no copy. Respawn:
 // from SIGKILL of a worker to its replacement answering, 20 times, with the
 // weights already in the shared arena.
 #include <signal.h>
@@ -13,6 +14,10 @@
 #include <cstdio>
 #include <fstream>
 #include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -33,6 +38,7 @@ using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 constexpr int kRespawnKills = 20;
+constexpr std::chrono::seconds kRestAfterWork{2};  // twice jemalloc's dirty_decay_ms in corepool's MALLOC_CONF
 
 // Counts completions so that a caller can wait for the n-th.
 struct Counter {
@@ -99,11 +105,18 @@ ExitCode run_memory_point(const BenchOptions& o, const Config& engine) {
   const uint64_t n = 3 * static_cast<uint64_t>(o.workers) * batch;
   for (uint64_t i = 0; i < n; ++i) pool.submit({0, i, std::vector<float>(model->config.segment_samples(), 0.01f)});
   counter.wait_for(n);
-  long total = read_process_memory(::getpid()).pss_kb;
-  const long supervisor = total;
-  for (int pid : pool.worker_pids()) total += read_process_memory(pid).pss_kb;
-  json j{{"kind", "memory"}, {"workers", o.workers}, {"naive", o.naive}, {"batch", batch}, {"pss_kb", total},
-         {"supervisor_pss_kb", supervisor}};
+  auto family_pss_kb = [&pool] {
+    long total = read_process_memory(::getpid()).pss_kb;
+    for (int pid : pool.worker_pids()) total += read_process_memory(pid).pss_kb;
+    return total;
+  };
+  const long busy = family_pss_kb();
+  const long supervisor = read_process_memory(::getpid()).pss_kb;
+  // At rest: once jemalloc's decay (dirty_decay_ms, 1 s by default; workers
+  // run its background thread) has given back what the forwards freed.
+  std::this_thread::sleep_for(kRestAfterWork);
+  json j{{"kind", "memory"}, {"workers", o.workers}, {"naive", o.naive}, {"batch", batch}, {"pss_kb", busy},
+         {"rest_pss_kb", family_pss_kb()}, {"supervisor_pss_kb", supervisor}};
   if (!o.naive) j["weight_bytes"] = model->weight_bytes;
   std::printf("%s\n", j.dump().c_str());
   return ExitCode::kOk;
@@ -145,6 +158,42 @@ ExitCode run_respawn_point(const BenchOptions& o, const Config& engine) {
   return ExitCode::kOk;
 }
 
+// One table of the memory comparison from the points' `key` figure.
+void print_memory_table(const std::string& when, const char* key, const std::vector<int>& counts,
+                        const std::vector<std::pair<json, json>>& points, int batch) {
+  std::printf("\nTotal PSS %s:\n%8s %6s %16s %16s %12s %22s\n", when.c_str(), "workers", "batch", "shared PSS MB",
+              "naive PSS MB", "naive/shared", "shared: added/worker");
+  double weights_mb = 0, prev_shared = 0, naive_per_copy = 0;
+  int prev_n = 0;
+  std::vector<std::pair<double, double>> shared_points;  // (workers, shared PSS MB)
+  for (size_t i = 0; i < counts.size(); ++i) {
+    const int n = counts[i];
+    const auto& [shared, naive] = points[i];
+    const double mb[2] = {shared[key].get<double>() / 1024.0, naive[key].get<double>() / 1024.0};
+    weights_mb = shared["weight_bytes"].get<double>() / (1024.0 * 1024.0);
+    naive_per_copy = mb[1] / n;
+    std::string added = "-";
+    if (prev_n > 0) {
+      const double per_worker = (mb[0] - prev_shared) / (n - prev_n);
+      added = fmt::format("{:.1f} MB = {:.1f}% of weights", per_worker, 100.0 * per_worker / weights_mb);
+    }
+    std::printf("%8d %6d %16.1f %16.1f %12.2f %22s\n", n, batch, mb[0], mb[1], mb[1] / mb[0], added.c_str());
+    prev_shared = mb[0];
+    prev_n = n;
+    shared_points.emplace_back(n, mb[0]);
+  }
+  if (shared_points.size() >= 2) {
+    // Each step's difference moves with the kernel's 4 MB-grained accounting;
+    // the least-squares slope over every point is the steadier figure.
+    const double slope = least_squares_slope(shared_points);
+    std::printf("shared: added/worker, least-squares slope over every point: %.1f MB = %.1f%% of weights\n", slope,
+                100.0 * slope / weights_mb);
+  }
+  std::printf("weights: %.1f MB; naive: %.1f MB per worker at %d (its supervisor holds no copy)\n", weights_mb,
+              naive_per_copy, prev_n);
+  std::fflush(stdout);
+}
+
 ExitCode run_memory_bench(const BenchOptions& o) {
   std::printf("corepool bench --memory: model %s, engine.optimize %s, batch %s (the plan's)\n",
               o.model_dir.c_str(), o.optimize.c_str(),
@@ -158,44 +207,20 @@ ExitCode run_memory_bench(const BenchOptions& o) {
     batch = plan["batch"];
     std::printf("batch measured once for every point: %s\n", plan["plan"].get<std::string>().c_str());
   }
-  std::printf("\n%8s %6s %16s %16s %12s %22s\n", "workers", "batch", "shared PSS MB", "naive PSS MB", "naive/shared",
-              "shared: added/worker");
-  double weights_mb = 0, prev_shared = 0, naive_per_copy = 0;
-  int prev_n = 0;
-  std::vector<std::pair<double, double>> shared_points;  // (workers, shared PSS MB)
   const std::vector<int> counts = o.worker_counts.empty() ? std::vector<int>{1, 2, 4, 8} : o.worker_counts;
+  std::vector<std::pair<json, json>> points;  // (shared, naive) per count
   for (int n : counts) {
-    const json shared = json::parse(run_self({"--log-level", "warn", "bench", "--point", "memory", "--model",
+    points.emplace_back(json::parse(run_self({"--log-level", "warn", "bench", "--point", "memory", "--model",
                                               o.model_dir, "--workers", std::to_string(n), "--optimize", o.optimize,
-                                              "--max-batch", std::to_string(batch)}));
-    const json naive = json::parse(run_self({"--log-level", "warn", "bench", "--point", "memory", "--model",
-                                             o.model_dir, "--workers", std::to_string(n), "--naive", "--optimize",
-                                             o.optimize, "--max-batch", std::to_string(batch)}));
-    const double mb[2] = {shared["pss_kb"].get<double>() / 1024.0, naive["pss_kb"].get<double>() / 1024.0};
-    weights_mb = shared["weight_bytes"].get<double>() / (1024.0 * 1024.0);
-    naive_per_copy = mb[1] / n;
-    std::string added = "-";
-    if (prev_n > 0) {
-      const double per_worker = (mb[0] - prev_shared) / (n - prev_n);
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%.1f MB = %.1f%% of weights", per_worker, 100.0 * per_worker / weights_mb);
-      added = buf;
-    }
-    std::printf("%8d %6d %16.1f %16.1f %12.2f %22s\n", n, batch, mb[0], mb[1], mb[1] / mb[0], added.c_str());
-    std::fflush(stdout);
-    prev_shared = mb[0];
-    prev_n = n;
-    shared_points.emplace_back(n, mb[0]);
+                                              "--max-batch", std::to_string(batch)})),
+                        json::parse(run_self({"--log-level", "warn", "bench", "--point", "memory", "--model",
+                                              o.model_dir, "--workers", std::to_string(n), "--naive", "--optimize",
+                                              o.optimize, "--max-batch", std::to_string(batch)})));
   }
-  if (shared_points.size() >= 2) {
-    // Each step's difference moves with the kernel's 4 MB-grained accounting;
-    // the least-squares slope over every point is the steadier figure.
-    const double slope = least_squares_slope(shared_points);
-    std::printf("\nshared: added/worker, least-squares slope over every point: %.1f MB = %.1f%% of weights\n", slope,
-                100.0 * slope / weights_mb);
-  }
-  std::printf("\nweights: %.1f MB; naive: %.1f MB per worker at %d (its supervisor holds no copy)\n", weights_mb,
-              naive_per_copy, prev_n);
+  print_memory_table("right after the work (every worker's last forward() just freed its activations)", "pss_kb",
+                     counts, points, batch);
+  print_memory_table(fmt::format("at rest, {} s later (freed pages given back)", kRestAfterWork.count()),
+                     "rest_pss_kb", counts, points, batch);
   if (o.respawn) {
     const json j = json::parse(run_self({"--log-level", "error", "bench", "--point", "respawn", "--model",
                                          o.model_dir, "--optimize", o.optimize, "--max-batch",
