@@ -64,8 +64,17 @@ testing::ProcessResult run_child(const std::string& wanted, const std::string& p
   return testing::wait_process(child, std::chrono::seconds(60));
 }
 
-// Sanitizer builds replace malloc themselves; jemalloc cannot be preloaded under them.
+// Sanitizer builds replace malloc themselves: a preloaded jemalloc is mapped
+// and answers mallctl, but malloc and free are the sanitizer's. GCC says so
+// with __SANITIZE_*__, clang (make test-long) with __has_feature.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define COREPOOL_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define COREPOOL_TEST_SANITIZED 1
+#endif
+#endif
+#ifdef COREPOOL_TEST_SANITIZED
 constexpr bool kSanitized = true;
 #else
 constexpr bool kSanitized = false;
