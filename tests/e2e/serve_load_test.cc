@@ -77,22 +77,23 @@ double infer_requests(const std::string& metrics, bool ok) {
   return sum;
 }
 
-// Triton's statistics against /metrics once the counts stop moving (wrk's
-// last requests may still be answered, or cancelled, after it exits).
+// Triton's statistics against /metrics, read between two /metrics readings
+// that agree (counters only grow, so the statistics between them are of the
+// same moment; wrk's last requests may still be answered, or cancelled,
+// after it exits).
 void expect_statistics_equal_metrics(const testing::TempDir& dir, const ServeProcess& server) {
   std::string metrics = curl(dir, {server.url("/metrics")}).body;
   json stats;
-  for (int i = 0; i < 50; ++i) {
+  auto settled = [&] {
     stats = json::parse(curl(dir, {server.url("/v2/models/default/stats")}).body)["model_stats"][0];
     const std::string again = curl(dir, {server.url("/metrics")}).body;
-    if (infer_requests(again, true) == infer_requests(metrics, true) &&
-        infer_requests(again, false) == infer_requests(metrics, false) &&
-        testing::metric(again, "corepool_batches_total") == testing::metric(metrics, "corepool_batches_total")) {
-      break;
-    }
+    const bool same = infer_requests(again, true) == infer_requests(metrics, true) &&
+                      infer_requests(again, false) == infer_requests(metrics, false) &&
+                      testing::metric(again, "corepool_batches_total") == testing::metric(metrics, "corepool_batches_total");
     metrics = again;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+    return same;
+  };
+  ASSERT_TRUE(testing::wait_until(settled, std::chrono::seconds(10))) << metrics;
   const json& is = stats["inference_stats"];
   EXPECT_GT(is["success"]["count"].get<double>(), 20);
   EXPECT_EQ(is["success"]["count"].get<double>(), infer_requests(metrics, true)) << metrics << stats.dump();

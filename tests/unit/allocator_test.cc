@@ -41,14 +41,28 @@ bool jemalloc_mapped() {
   return false;
 }
 
+using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
+
+// jemalloc's mallctl when jemalloc is in this process, else nullptr.
+Mallctl find_mallctl() { return reinterpret_cast<Mallctl>(::dlsym(RTLD_DEFAULT, "mallctl")); }
+
 // jemalloc's version through its own mallctl, "" when no mallctl is resolvable.
 std::string jemalloc_version() {
-  using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
-  const auto mallctl = reinterpret_cast<Mallctl>(::dlsym(RTLD_DEFAULT, "mallctl"));
+  const Mallctl mallctl = find_mallctl();
   if (!mallctl) return "";
   const char* version = nullptr;
   size_t size = sizeof(version);
   return mallctl("version", &version, &size, nullptr, 0) == 0 && version ? version : "";
+}
+
+// Runs DISABLED_AllocatorChild.`test` with jemalloc preloaded and `malloc_conf`.
+testing::ProcessResult run_on_jemalloc(const std::string& test, const std::string& malloc_conf) {
+  testing::TempDir dir;
+  ::unsetenv("LD_PRELOAD");
+  const auto child = testing::spawn_process(testing::self_test_argv("DISABLED_AllocatorChild." + test), dir.path(),
+                                            {std::string("LD_PRELOAD=") + COREPOOL_JEMALLOC_LIBRARY,
+                                             "MALLOC_CONF=" + malloc_conf});
+  return testing::wait_process(child, std::chrono::seconds(60));
 }
 
 // Runs DISABLED_AllocatorChild.SwitchesTo asking for `wanted`, with LD_PRELOAD
@@ -128,25 +142,15 @@ TEST(AllocatorTest, AlreadyOnTheWantedAllocatorNothingHappens) {
 // premise changes), and restart_allocator_background_thread() brings them back.
 TEST(AllocatorTest, AForkedWorkerGetsJemallocsBackgroundThreadBack) {
   if (!jemalloc_installed()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
-  testing::TempDir dir;
-  ::unsetenv("LD_PRELOAD");
-  const auto child = testing::spawn_process(testing::self_test_argv("DISABLED_AllocatorChild.BackgroundThreadAfterFork"),
-                                            dir.path(),
-                                            {std::string("LD_PRELOAD=") + COREPOOL_JEMALLOC_LIBRARY,
-                                             "MALLOC_CONF=background_thread:true,dirty_decay_ms:1000"});
-  const testing::ProcessResult r = testing::wait_process(child, std::chrono::seconds(60));
+  const testing::ProcessResult r =
+      run_on_jemalloc("BackgroundThreadAfterFork", "background_thread:true,dirty_decay_ms:1000");
   EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
 }
 
 TEST(AllocatorTest, PurgeGivesJemallocsFreedPagesBackAtOnce) {
   if (!jemalloc_installed()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
-  testing::TempDir dir;
-  ::unsetenv("LD_PRELOAD");
-  const auto child = testing::spawn_process(testing::self_test_argv("DISABLED_AllocatorChild.PurgeGivesFreedPagesBack"),
-                                            dir.path(),
-                                            {std::string("LD_PRELOAD=") + COREPOOL_JEMALLOC_LIBRARY,
-                                             "MALLOC_CONF=background_thread:false,dirty_decay_ms:10000"});
-  const testing::ProcessResult r = testing::wait_process(child, std::chrono::seconds(60));
+  const testing::ProcessResult r =
+      run_on_jemalloc("PurgeGivesFreedPagesBack", "background_thread:false,dirty_decay_ms:10000");
   EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
 }
 
@@ -154,8 +158,7 @@ TEST(AllocatorTest, NoBackgroundThreadIsStartedWhereNoneWasAskedFor) {
   // This binary runs on the system allocator (or jemalloc without them).
   bool asked = false;
   size_t size = sizeof(asked);
-  using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
-  const auto mallctl = reinterpret_cast<Mallctl>(::dlsym(RTLD_DEFAULT, "mallctl"));
+  const Mallctl mallctl = find_mallctl();
   if (mallctl && mallctl("opt.background_thread", &asked, &size, nullptr, 0) == 0 && asked) {
     GTEST_SKIP() << "this process runs jemalloc with background threads";
   }
@@ -166,8 +169,7 @@ TEST(AllocatorTest, NoBackgroundThreadIsStartedWhereNoneWasAskedFor) {
 
 // jemalloc's "background_thread" as it stands in this process; -1 without mallctl.
 int background_thread_on() {
-  using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
-  const auto mallctl = reinterpret_cast<Mallctl>(::dlsym(RTLD_DEFAULT, "mallctl"));
+  const Mallctl mallctl = find_mallctl();
   bool on = false;
   size_t size = sizeof(on);
   if (!mallctl || mallctl("background_thread", &on, &size, nullptr, 0) != 0) return -1;
@@ -177,8 +179,7 @@ int background_thread_on() {
 // Pages jemalloc holds dirty (freed, not yet given back) over every arena,
 // as its statistics say after an epoch refresh; -1 without mallctl.
 long dirty_pages() {
-  using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
-  const auto mallctl = reinterpret_cast<Mallctl>(::dlsym(RTLD_DEFAULT, "mallctl"));
+  const Mallctl mallctl = find_mallctl();
   uint64_t epoch = 1;
   size_t size = sizeof(epoch);
   if (!mallctl || mallctl("epoch", &epoch, &size, &epoch, sizeof(epoch)) != 0) return -1;
