@@ -41,8 +41,9 @@ class CallbackLive final : public GRPCInferenceService::CallbackService {
 };
 
 // The completion-queue service with one method (ServerReady) served by the
-// callback API instead, as corepool's server mixes them: the callback API
-// brings gRPC's own threads polling the same sockets.
+// callback API instead, the mix tried for ModelInfer (branch grpc-cq, not
+// merged; corepool serves every method by the callback API): the callback
+// API brings gRPC's own threads polling the same sockets.
 class MixedLive final : public GRPCInferenceService::AsyncService {
  public:
   MixedLive() {
@@ -143,9 +144,9 @@ void print_bare_grpc_floor(int requests) {
   GRPCInferenceService::AsyncService async;
   MixedLive mixed;
   measure("synchronous", requests, &sync, nullptr);
-  measure("callback", requests, &callback, nullptr);
+  measure("callback (corepool's)", requests, &callback, nullptr);
   measure("completion queue, answered on its polling thread", requests, nullptr, &async);
-  measure("the same, with a callback method in the server (corepool's)", requests, nullptr, &mixed);
+  measure("the same, with a callback method in the server (mixed)", requests, nullptr, &mixed);
   std::fflush(stdout);
 }
 
