@@ -104,19 +104,6 @@ void install_router() {
   });
 }
 
-}  // namespace
-
-// Whether anonymous memory may use transparent huge pages when it asks
-// (MADV_HUGEPAGE): the kernel's setting is "always" or "madvise", not "never".
-bool anonymous_huge_pages_available() {
-  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string setting;
-  std::getline(in, setting);
-  return !setting.empty() && setting.find("[never]") == std::string::npos;
-}
-
-namespace {
-
 // A private mapping of `capacity` bytes starting on a huge-page boundary and
 // asking for huge pages (each whole 2 MiB of it; a shorter tail stays in 4 KiB
 // pages); nullptr if refused.
@@ -138,6 +125,15 @@ void* map_huge(size_t capacity) {
 }
 
 }  // namespace
+
+// Whether anonymous memory may use transparent huge pages when it asks
+// (MADV_HUGEPAGE): the kernel's setting is "always" or "madvise", not "never".
+bool anonymous_huge_pages_available() {
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string setting;
+  std::getline(in, setting);
+  return !setting.empty() && setting.find("[never]") == std::string::npos;
+}
 
 std::shared_ptr<WeightArena> WeightArena::create(size_t capacity) {
   install_router();

@@ -173,10 +173,16 @@ CheckResult thp_check(const std::string& sys_root) {
   const std::string enabled = selected_choice(*enabled_text);
   const std::string defrag = selected_choice(read_whole_file(dir + "defrag").value_or(""));
   const std::string found = "enabled " + enabled + ", defrag " + (defrag.empty() ? "unknown" : defrag);
-  if (enabled == "never") return CheckResult::ok("thp", found + ": 4 KB pages only");
+  if (enabled == "never") {
+    return CheckResult::ok("thp", found + ": 4 KB pages only (process mode's weight arena is then shared, and each "
+                                          "worker maps it in at start)");
+  }
   // LibTorch 1.13 and jemalloc's default (opt.thp "default") never call
-  // madvise(MADV_HUGEPAGE), so "madvise" is the same as "never" for us.
-  if (enabled == "madvise") return CheckResult::ok("thp", found + ": only regions that ask (corepool's do not)");
+  // madvise(MADV_HUGEPAGE); process mode's weight arena does (weight_arena.h).
+  if (enabled == "madvise") {
+    return CheckResult::ok("thp", found + ": only regions that ask: process mode's weight arena (its workers start "
+                                          "with it mapped), not LibTorch's or jemalloc's");
+  }
   if (enabled != "always") {
     return CheckResult::warn("thp", "cannot read the mode from " + dir + "enabled", "check " + dir + "enabled");
   }

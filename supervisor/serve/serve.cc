@@ -427,8 +427,8 @@ ServeSnapshot Server::snapshot() {
   s.http = http_ ? http_->stats() : HttpStats{};
   s.executor = gen->executor().stats();
   // Counters span generations (as Triton's statistics do): add the replaced
-  // ones', draining or gone.
-  // No copy of a generation leaves the lock: its destructor stays the main thread's.
+  // ones', draining or gone. No copy of a generation leaves the lock, so its
+  // destructor stays the main thread's.
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& d : retired_) add_executor_counters(s.executor, d->executor().stats());
