@@ -23,7 +23,7 @@ void read_engine(TomlReader& reader, Config& config) {
   config.inter_op_threads =
       reader.get_int("engine.inter_op_threads", config.inter_op_threads, 0, 1024);
   config.max_batch = reader.get_int("engine.max_batch", config.max_batch, 0, 1024);
-  config.optimize = reader.get_string("engine.optimize", config.optimize, {"none", "onednn", "bf16"});
+  config.optimize = reader.get_string("engine.optimize", config.optimize, {"none", "onednn", "onednn-direct", "bf16"});
   config.queue_depth = reader.get_int("engine.queue_depth", config.queue_depth, 0, 1000000);
   config.pin_threads = reader.get_bool("engine.pin_threads", config.pin_threads);
   config.max_batch_delay_us =

@@ -6,7 +6,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake make pkg-config
-  libtorch-dev libopenblas-dev libopenblas0-pthread
+  libtorch-dev libdnnl-dev libopenblas-dev libopenblas0-pthread
   libboost-dev libuv1-dev libjemalloc-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libsndfile1-dev libsoxr-dev

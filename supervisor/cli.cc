@@ -29,8 +29,8 @@ void add_engine_flags(CLI::App* cmd, Cli& cli) {
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--max-batch", cli.max_batch, "segments per forward(); 0 = measured at start (default)")
       ->check(CLI::Range(0, 1024));
-  cmd->add_option("--optimize", cli.optimize, "none | onednn (default) | bf16: how the model is optimized at load")
-      ->check(CLI::IsMember({"none", "onednn", "bf16"}));
+  cmd->add_option("--optimize", cli.optimize, "none | onednn (default) | onednn-direct | bf16: how the model is optimized at load")
+      ->check(CLI::IsMember({"none", "onednn", "onednn-direct", "bf16"}));
   cmd->add_option("--intra-op-threads", cli.intra, "LibTorch intra-op threads (1 = pool off, 0 = LibTorch default)")
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--inter-op-threads", cli.inter, "LibTorch inter-op threads (0 = LibTorch default)")
@@ -128,9 +128,9 @@ void add_tune_command(CLI::App& app, Cli& cli) {
       ->delimiter(',')->check(CLI::Range(1, 1024));
   // tune searches engine.optimize too: its --optimize takes a list.
   tune->remove_option(tune->get_option("--optimize"));
-  tune->add_option("--optimize", o.optimizes, "engine.optimize values to try (default none,onednn,bf16)")
+  tune->add_option("--optimize", o.optimizes, "engine.optimize values to try (default none,onednn,onednn-direct,bf16)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"none", "onednn", "bf16"}));
+      ->check(CLI::IsMember({"none", "onednn", "onednn-direct", "bf16"}));
   tune->add_option("--max-batches", o.max_batches, "max batch sizes to try (default 1,2,4,8,16)")
       ->delimiter(',')->check(CLI::Range(1, 1024));
   tune->add_option("--audio-seconds", o.audio_seconds, "audio per measurement (default 30)")

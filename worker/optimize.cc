@@ -14,6 +14,7 @@
 #include <torch/csrc/jit/passes/frozen_graph_optimizations.h>
 
 #include "worker/torch_module.h"
+#include "worker/winograd_rewrite.h"
 
 namespace corepool {
 namespace {
@@ -34,10 +35,12 @@ torch::Tensor run(torch::jit::Module& module, const torch::Tensor& input) {
 }
 
 // The optimized module, or throws (c10::Error, std::exception) with the reason.
-torch::jit::Module optimized_module(const torch::jit::Module& loaded, bool bf16) {
+// `winograd_layers` gets how many convolutions run as Winograd (winograd_rewrite.h).
+torch::jit::Module optimized_module(const torch::jit::Module& loaded, bool bf16, bool winograd, int& winograd_layers) {
   torch::jit::Module copy = loaded.clone();  // deep: the loaded module stays as it is
   if (bf16) copy.to(at::kBFloat16);
   torch::jit::Module frozen = torch::jit::freeze(copy);
+  winograd_layers = winograd ? rewrite_winograd(frozen) : 0;
   return torch::jit::optimize_for_inference(frozen);
 }
 
@@ -49,32 +52,71 @@ size_t arena_capacity(const LoadedModel& model) { return 6 * model.weight_bytes 
 
 double optimize_tolerance(const std::string& mode) { return mode == "bf16" ? 0.05 : 1e-5; }
 
+namespace {
+
+// One attempt: the optimized module, checked against the module as loaded on
+// the check batch; throws with the reason it cannot be used. Records the
+// check's difference and the Winograd layer count in `out`.
+torch::jit::Module checked_module(const LoadedModel& model, const std::string& mode, bool winograd,
+                                  WeightArena* arena, OptimizeOutcome& out) {
+  TorchModule& torch = torch_of(model);
+  const bool bf16 = mode == "bf16";
+  torch::jit::Module optimized;
+  {
+    std::optional<WeightArena::Scope> scope;
+    if (arena) scope.emplace(*arena);
+    optimized = optimized_module(torch.module, bf16, winograd, out.winograd_layers);
+    const torch::Tensor input = check_batch(model.config);
+    const torch::Tensor want = run(torch.module, input);
+    // The first forward also makes whatever the module caches lazily (oneDNN's
+    // prepacked and Winograd-transformed weights): in the arena too.
+    const torch::Tensor got = run(optimized, bf16 ? input.to(at::kBFloat16) : input);
+    if (got.sizes() != want.sizes()) throw std::runtime_error("the optimized module's output has another shape");
+    out.max_difference = (got - want).abs().max().item<double>();
+  }
+  if (!(out.max_difference <= optimize_tolerance(mode))) {
+    throw std::runtime_error("its scores differ from the module as loaded by " + std::to_string(out.max_difference) +
+                             " (tolerance " + std::to_string(optimize_tolerance(mode)) + ")");
+  }
+  return optimized;
+}
+
+std::string reason_of(const std::exception& e) {
+  if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) return c10->what_without_backtrace();
+  return e.what();
+}
+
+// The mode's module; "onednn" first tries Winograd, then direct convolutions
+// (then `fallback` says why Winograd was not used, and applied is onednn-direct).
+torch::jit::Module mode_module(const LoadedModel& model, const std::string& mode, WeightArena* arena,
+                               OptimizeOutcome& out) {
+  if (mode != "onednn") return checked_module(model, mode, false, arena, out);
+  try {
+    return checked_module(model, mode, true, arena, out);
+  } catch (const std::exception& e) {
+    out.winograd_fallback = reason_of(e);
+    out.winograd_layers = 0;
+    out.applied = "onednn-direct";
+    return checked_module(model, "onednn-direct", false, arena, out);
+  }
+}
+
+}  // namespace
+
 OptimizeOutcome optimize_model(const LoadedModel& model, const std::string& mode, bool shared) {
   TorchModule& torch = torch_of(model);
-  OptimizeOutcome out{mode, torch.optimized, "", 0, 0, 0};
+  OptimizeOutcome out;
+  out.requested = mode;
+  out.applied = torch.optimized;
   if (mode == "none" || torch.optimized != "none") return out;
-  if (mode != "onednn" && mode != "bf16") throw std::invalid_argument("engine.optimize: unknown mode " + mode);
+  if (mode != "onednn" && mode != "onednn-direct" && mode != "bf16") {
+    throw std::invalid_argument("engine.optimize: unknown mode " + mode);
+  }
   const auto started = Clock::now();
-  const bool bf16 = mode == "bf16";
   std::shared_ptr<WeightArena> arena = shared ? WeightArena::create(arena_capacity(model)) : nullptr;
   try {
-    torch::jit::Module optimized;
-    {
-      std::optional<WeightArena::Scope> scope;
-      if (arena) scope.emplace(*arena);
-      optimized = optimized_module(torch.module, bf16);
-      const torch::Tensor input = check_batch(model.config);
-      const torch::Tensor want = run(torch.module, input);
-      // The first forward also makes whatever the module caches lazily: in the arena too.
-      const torch::Tensor got = run(optimized, bf16 ? input.to(at::kBFloat16) : input);
-      if (got.sizes() != want.sizes()) throw std::runtime_error("the optimized module's output has another shape");
-      out.max_difference = (got - want).abs().max().item<double>();
-    }
-    if (!(out.max_difference <= optimize_tolerance(mode))) {
-      throw std::runtime_error("its scores differ from the module as loaded by " +
-                               std::to_string(out.max_difference) + " (tolerance " +
-                               std::to_string(optimize_tolerance(mode)) + ")");
-    }
+    out.applied = mode;
+    torch::jit::Module optimized = mode_module(model, mode, arena.get(), out);
     if (arena) {
       if (arena->overflow_bytes() > 0) {
         throw std::runtime_error(std::to_string(arena->overflow_bytes()) + " bytes did not fit the weight arena");
@@ -86,13 +128,12 @@ OptimizeOutcome optimize_model(const LoadedModel& model, const std::string& mode
     // The arena first: the old module's tensors are on the heap, the new one's in the arena.
     torch.arena = arena;
     torch.module = optimized;
-    torch.optimized = mode;
-    torch.input_dtype = bf16 ? at::kBFloat16 : at::kFloat;
-    out.applied = mode;
-  } catch (const c10::Error& e) {
-    out.fallback = e.what_without_backtrace();
+    torch.optimized = out.applied;
+    torch.input_dtype = mode == "bf16" ? at::kBFloat16 : at::kFloat;
   } catch (const std::exception& e) {
-    out.fallback = e.what();
+    out.applied = "none";
+    out.winograd_layers = 0;
+    out.fallback = reason_of(e);
   }
   // After a fallback the arena is kept too (unsealed, unused): something the
   // failed attempt cached may still point into it.

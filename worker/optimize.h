@@ -1,8 +1,10 @@
 // engine.optimize: the model as the CPU runs it fastest, made once per loaded
-// model before any engine or worker exists. "onednn" freezes the module
+// model before any engine or worker exists. "onednn-direct" freezes the module
 // (parameters become constants, conv/linear + batch-norm fold) and runs
-// LibTorch's optimize_for_inference (oneDNN weight prepacking); "bf16" does the
-// same after converting the weights to bfloat16. Called by the executor
+// LibTorch's optimize_for_inference (oneDNN weight prepacking); "onednn" (the
+// default) also runs every 3x3 convolution it can as oneDNN's Winograd
+// (winograd_rewrite.h), falling back to onednn-direct if that fails its check;
+// "bf16" is onednn-direct after converting the weights to bfloat16. Called by the executor
 // factory; in process mode with `shared`, so the result lives in a WeightArena.
 #pragma once
 
@@ -14,9 +16,11 @@
 namespace corepool {
 
 struct OptimizeOutcome {
-  std::string requested;   // none | onednn | bf16
+  std::string requested;   // none | onednn | onednn-direct | bf16
   std::string applied;     // what the module now is; "none" after a fallback
   std::string fallback;    // why `requested` was not applied ("" if it was)
+  int winograd_layers = 0;        // convolutions run as Winograd (onednn only)
+  std::string winograd_fallback;  // why onednn fell back to direct convolutions ("" if not)
   double seconds = 0;      // time spent optimizing (and checking)
   double max_difference = 0;  // |optimized - as loaded| on the check batch
   size_t shared_bytes = 0;    // live bytes in the weight arena (shared only)

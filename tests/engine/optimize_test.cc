@@ -35,6 +35,7 @@
 #include "worker/optimize.h"
 #include "worker/runtime.h"
 #include "worker/weight_arena.h"
+#include "worker/winograd_conv.h"
 
 namespace corepool {
 namespace {
@@ -212,10 +213,21 @@ double thread_mode_difference(const std::string& optimize, EnginePlan& plan) {
   return max_difference(got, reference_scores(model_dir, segments));
 }
 
+// The small model (width 8) has five 3x3 convolutions with channels in
+// multiples of 16: on an AVX-512 CPU "onednn" runs them as Winograd.
+int expected_winograd_layers() { return winograd_available(16, 16) ? 5 : 0; }
+
 TEST(OptimizeTest, ThreadModeOnednnScoresEqualTheModuleAsLoadedWithin1e5) {
   EnginePlan plan;
   EXPECT_LE(thread_mode_difference("onednn", plan), 1e-5);
   EXPECT_TRUE(plan.measured);
+  EXPECT_EQ(plan.optimize.winograd_layers, expected_winograd_layers()) << plan.optimize.winograd_fallback;
+}
+
+TEST(OptimizeTest, ThreadModeOnednnDirectScoresEqualTheModuleAsLoadedWithoutWinograd) {
+  EnginePlan plan;
+  EXPECT_LE(thread_mode_difference("onednn-direct", plan), 1e-5);
+  EXPECT_EQ(plan.optimize.winograd_layers, 0);
 }
 
 TEST(OptimizeTest, Bf16StaysWithinItsToleranceOfTheModuleAsLoaded) {
@@ -317,6 +329,7 @@ TEST(DISABLED_OptimizeChild, ProcessModeScores) {
   EnginePlan plan;
   const auto got = executor_scores(engine_config("process", "onednn"), model, segments, &plan);
   ASSERT_EQ(plan.optimize.applied, "onednn") << plan.optimize.fallback;
+  EXPECT_EQ(plan.optimize.winograd_layers, expected_winograd_layers()) << plan.optimize.winograd_fallback;
   // The prepacked weights are the arena's: at least as many bytes as the model's weights.
   EXPECT_GE(plan.optimize.shared_bytes, model->weight_bytes * 9 / 10);
   EXPECT_LE(max_difference(got, reference_scores(model_dir, segments)), 1e-5);

@@ -1,0 +1,170 @@
+// The Winograd path of engine.optimize = "onednn" (worker/winograd_conv.h,
+// worker/winograd_rewrite.h), checked against references written here: a naive
+// six-loop convolution, the blocked layout's index formula, and the frozen
+// module before the rewrite. The whole-model checks (thread and process mode
+// equal the module as loaded within 1e-5) are in optimize_test.cc.
+#include <torch/csrc/jit/passes/freeze_module.h>
+
+#include <gtest/gtest.h>
+
+#include "worker/winograd_conv.h"
+#include "worker/winograd_rewrite.h"
+
+namespace corepool {
+namespace {
+
+// out[n][o][y][x] = bias[o] + sum over c, dy, dx of w[o][c][dy][dx] * in[n][c][y+dy-1][x+dx-1] (zero outside).
+at::Tensor naive_conv3x3(const at::Tensor& in, const at::Tensor& w, const at::Tensor& bias, bool relu) {
+  const int64_t n_items = in.size(0), channels = in.size(1), h = in.size(2), wd = in.size(3), outs = w.size(0);
+  at::Tensor out = at::zeros({n_items, outs, h, wd}, at::kDouble);
+  const at::Tensor in64 = in.to(at::kDouble), w64 = w.to(at::kDouble), bias64 = bias.to(at::kDouble);
+  auto I = in64.accessor<double, 4>();
+  auto W = w64.accessor<double, 4>();
+  auto B = bias64.accessor<double, 1>();
+  auto O = out.accessor<double, 4>();
+  for (int64_t n = 0; n < n_items; ++n)
+    for (int64_t o = 0; o < outs; ++o)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t x = 0; x < wd; ++x) {
+          double sum = B[o];
+          for (int64_t c = 0; c < channels; ++c)
+            for (int64_t dy = 0; dy < 3; ++dy)
+              for (int64_t dx = 0; dx < 3; ++dx) {
+                const int64_t yy = y + dy - 1, xx = x + dx - 1;
+                if (yy >= 0 && yy < h && xx >= 0 && xx < wd) sum += W[o][c][dy][dx] * I[n][c][yy][xx];
+              }
+          O[n][o][y][x] = relu && sum < 0 ? 0 : sum;
+        }
+  return out.to(at::kFloat);
+}
+
+bool have_winograd() { return winograd_available(16, 32); }
+
+TEST(WinogradTest, BlockedLayoutPutsChannelCOfItemNAtBlockCOver16LaneCMod16) {
+  const at::Tensor x = at::randn({2, 32, 3, 5});
+  const at::Tensor b = to_blocked(x);
+  ASSERT_EQ(b.sizes(), (std::vector<int64_t>{2, 2, 3, 5, 16}));
+  auto X = x.accessor<float, 4>();
+  auto B = b.accessor<float, 5>();
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t c = 0; c < 32; ++c)
+      for (int64_t y = 0; y < 3; ++y)
+        for (int64_t w = 0; w < 5; ++w) ASSERT_EQ(B[n][c / 16][y][w][c % 16], X[n][c][y][w]);
+  EXPECT_TRUE(at::equal(from_blocked(b), x));
+  EXPECT_THROW(to_blocked(at::randn({1, 8, 3, 3})), c10::Error) << "8 channels do not fill a block";
+}
+
+TEST(WinogradTest, PoolingABlockedTensorEqualsPoolingItsChannelsOneByOne) {
+  const at::Tensor x = at::randn({3, 32, 9, 12});
+  const at::Tensor avg = from_blocked(pool_blocked(to_blocked(x), [](const at::Tensor& v) {
+    return at::avg_pool2d(v, {2, 2});
+  }));
+  const at::Tensor max = from_blocked(pool_blocked(to_blocked(x), [](const at::Tensor& v) {
+    return at::max_pool2d(v, {3, 3}, {2, 2}, {1, 1});
+  }));
+  for (int64_t c = 0; c < 32; c += 7) {
+    const at::Tensor one = x.slice(1, c, c + 1);
+    EXPECT_TRUE(at::allclose(avg.slice(1, c, c + 1), at::avg_pool2d(one, {2, 2}))) << c;
+    EXPECT_TRUE(at::equal(max.slice(1, c, c + 1), at::max_pool2d(one, {3, 3}, {2, 2}, {1, 1}))) << c;
+  }
+}
+
+TEST(WinogradTest, NoKernelForChannelsThatDoNotFillBlocks) {
+  EXPECT_FALSE(winograd_available(8, 16));
+  EXPECT_FALSE(winograd_available(16, 24));
+}
+
+// Batches of 1..11 items cross the chunk size (8) and the layouts oneDNN picks
+// per chunk size; odd spatial sizes leave partial 4x4 tiles at the edges.
+TEST(WinogradTest, ConvolutionEqualsANaiveConvolutionForEveryBatchSize) {
+  if (!have_winograd()) GTEST_SKIP() << "oneDNN has no Winograd kernel for this CPU (AVX-512 needed)";
+  const at::Tensor w = at::randn({32, 16, 3, 3}) * 0.2;
+  const at::Tensor bias = at::randn({32});
+  for (bool relu : {false, true}) {
+    auto conv = c10::make_intrusive<WinogradConv>(w, bias, relu);
+    for (int64_t n : {1, 2, 3, 5, 8, 11}) {
+      const at::Tensor x = at::randn({n, 16, 7, 13});
+      const at::Tensor got = from_blocked(conv->run(to_blocked(x)));
+      const at::Tensor want = naive_conv3x3(x, w, bias, relu);
+      EXPECT_LE((got - want).abs().max().item<double>(), 1e-4) << "batch " << n << " relu " << relu;
+    }
+  }
+}
+
+TEST(WinogradTest, AnInputOfTheWrongShapeIsAnErrorNotACrash) {
+  if (!have_winograd()) GTEST_SKIP() << "oneDNN has no Winograd kernel for this CPU";
+  auto conv = c10::make_intrusive<WinogradConv>(at::randn({32, 16, 3, 3}), c10::nullopt, false);
+  EXPECT_THROW(conv->run(at::randn({1, 16, 5, 5})), c10::Error) << "not blocked";
+  EXPECT_THROW(conv->run(to_blocked(at::randn({1, 32, 5, 5}))), c10::Error) << "32 channels, weights want 16";
+  EXPECT_THROW(WinogradConv(at::randn({32, 16, 5, 5}), c10::nullopt, false), c10::Error) << "5x5 weights";
+}
+
+// Eligible: a (16->32, ReLU fused), c (32->32, its output used twice so no ReLU
+// is fused). Not: s (stride 2), g (two groups), n (8 output channels).
+torch::jit::Module mixed_module() {
+  torch::jit::Module m("Mixed");
+  auto add = [&](const std::string& name, int64_t out, int64_t in) {
+    m.register_parameter(name + "_w", at::randn({out, in, 3, 3}) * 0.1, false);
+    m.register_parameter(name + "_b", at::randn({out}) * 0.1, false);
+  };
+  add("a", 32, 16);
+  add("c", 32, 32);
+  add("s", 32, 32);
+  add("g", 32, 16);
+  add("n", 8, 32);
+  m.define(R"(
+def forward(self, x):
+    x = torch.relu(torch.conv2d(x, self.a_w, self.a_b, [1, 1], [1, 1]))
+    x = torch.avg_pool2d(x, [2, 2])
+    y = torch.conv2d(x, self.c_w, self.c_b, [1, 1], [1, 1])
+    x = torch.relu(y) + y
+    x = torch.max_pool2d(x, [2, 2])
+    x = torch.conv2d(x, self.s_w, self.s_b, [2, 2], [1, 1])
+    x = torch.conv2d(x, self.g_w, self.g_b, [1, 1], [1, 1], [1, 1], 2)
+    x = torch.conv2d(x, self.n_w, self.n_b, [1, 1], [1, 1])
+    return x
+)");
+  m.eval();
+  return m;
+}
+
+int count_nodes(torch::jit::Module& m, const char* kind) {
+  int n = 0;
+  for (auto* node : m.get_method("forward").graph()->nodes()) n += node->kind().toQualString() == std::string(kind);
+  return n;
+}
+
+TEST(WinogradRewriteTest, OnlyEligibleConvolutionsAreRewrittenAndTheModuleStillComputesTheSame) {
+  if (!have_winograd()) GTEST_SKIP() << "oneDNN has no Winograd kernel for this CPU";
+  torch::jit::Module loaded = mixed_module();
+  torch::jit::Module reference = torch::jit::freeze(loaded.clone());
+  torch::jit::Module rewritten = torch::jit::freeze(loaded.clone());
+  EXPECT_EQ(rewrite_winograd(rewritten), 2);
+  EXPECT_EQ(count_nodes(rewritten, "corepool::winograd_conv3x3"), 2);
+  EXPECT_EQ(count_nodes(rewritten, "aten::conv2d"), 3) << "stride 2, two groups and 8 channels stay";
+  EXPECT_EQ(count_nodes(rewritten, "corepool::avg_pool2d_blocked"), 1) << "the pool between a and c stays blocked";
+  EXPECT_EQ(count_nodes(rewritten, "aten::relu"), 1) << "c's ReLU is not fused: its output has two uses";
+  EXPECT_EQ(count_nodes(rewritten, "corepool::to_blocked"), 1) << "one conversion in, none between a and c";
+  c10::InferenceMode guard;
+  for (int64_t n : {1, 3}) {
+    const at::Tensor x = at::randn({n, 16, 20, 28});
+    const at::Tensor want = reference.forward({x}).toTensor();
+    const at::Tensor got = rewritten.forward({x}).toTensor();
+    ASSERT_EQ(got.sizes(), want.sizes());
+    EXPECT_LE((got - want).abs().max().item<double>(), 1e-5) << n;
+  }
+}
+
+TEST(WinogradRewriteTest, AModuleWithoutEligibleConvolutionsIsLeftAsItIs) {
+  torch::jit::Module m("Small");
+  m.register_parameter("w", at::randn({8, 1, 3, 3}), false);
+  m.define("def forward(self, x):\n    return torch.relu(torch.conv2d(x, self.w, None, [1, 1], [1, 1]))\n");
+  m.eval();
+  torch::jit::Module frozen = torch::jit::freeze(m);
+  const std::string before = frozen.get_method("forward").graph()->toString();
+  EXPECT_EQ(rewrite_winograd(frozen), 0);
+  EXPECT_EQ(frozen.get_method("forward").graph()->toString(), before);
+}
+
+}  // namespace
+}  // namespace corepool

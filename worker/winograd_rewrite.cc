@@ -1,0 +1,123 @@
+// Three steps over the frozen graph, each a plain walk in topological order:
+// 1. conv -> to_blocked, winograd_conv3x3, from_blocked (a following ReLU fused);
+// 2. a 2-D pool whose input comes from from_blocked pools the blocked tensor;
+// 3. to_blocked(from_blocked(x)) -> x; dead conversions are then removed.
+#include "worker/winograd_rewrite.h"
+
+#include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+
+#include "worker/winograd_conv.h"
+
+namespace corepool {
+namespace {
+
+using torch::jit::Graph;
+using torch::jit::Node;
+using torch::jit::Value;
+
+const c10::Symbol kToBlocked = c10::Symbol::fromQualString("corepool::to_blocked");
+const c10::Symbol kFromBlocked = c10::Symbol::fromQualString("corepool::from_blocked");
+const c10::Symbol kWinograd = c10::Symbol::fromQualString("corepool::winograd_conv3x3");
+
+bool list_is(const Value* v, std::vector<int64_t> want) {
+  const auto got = torch::jit::constant_as<std::vector<int64_t>>(v);
+  return got.has_value() && *got == want;
+}
+
+// The constant fp32 [O, C, 3, 3] weights of a convolution Winograd can run, or undefined.
+at::Tensor winograd_weights(const Node* conv) {
+  if (conv->kind() != c10::Symbol::fromQualString("aten::conv2d") || conv->inputs().size() != 7) return {};
+  const auto weight = torch::jit::constant_as<at::Tensor>(conv->input(1));
+  if (!weight || weight->dim() != 4 || weight->scalar_type() != at::kFloat) return {};
+  if (weight->size(2) != 3 || weight->size(3) != 3) return {};
+  if (!list_is(conv->input(3), {1, 1}) || !list_is(conv->input(4), {1, 1}) || !list_is(conv->input(5), {1, 1})) return {};
+  if (torch::jit::constant_as<int64_t>(conv->input(6)) != c10::optional<int64_t>(1)) return {};
+  const auto bias = torch::jit::toIValue(conv->input(2));
+  if (!bias || !(bias->isNone() || (bias->isTensor() && bias->toTensor().scalar_type() == at::kFloat))) return {};
+  if (!winograd_available(weight->size(1), weight->size(0))) return {};
+  return *weight;
+}
+
+Value* insert_call(Graph& graph, c10::Symbol op, std::vector<Value*> inputs) {
+  Node* n = graph.insertNode(graph.create(op, inputs));
+  n->output()->setType(c10::TensorType::get());
+  return n->output();
+}
+
+// The ReLU that is the only use of `v`, if any.
+Node* sole_relu(Value* v) {
+  if (v->uses().size() != 1) return nullptr;
+  Node* user = v->uses()[0].user;
+  const auto kind = user->kind().toQualString();
+  return std::string(kind) == "aten::relu" || std::string(kind) == "aten::relu_" ? user : nullptr;
+}
+
+bool replace_conv(Graph& graph, Node* conv) {
+  const at::Tensor weight = winograd_weights(conv);
+  if (!weight.defined()) return false;
+  const auto bias_value = torch::jit::toIValue(conv->input(2));
+  c10::optional<at::Tensor> bias;
+  if (bias_value->isTensor()) bias = bias_value->toTensor();
+  Node* relu = sole_relu(conv->output());
+  torch::jit::WithInsertPoint guard(relu ? relu : conv);
+  Value* ctx = graph.insertConstant(c10::IValue(c10::make_intrusive<WinogradConv>(weight, bias, relu != nullptr)));
+  Value* blocked = insert_call(graph, kToBlocked, {conv->input(0)});
+  Value* out = insert_call(graph, kFromBlocked, {insert_call(graph, kWinograd, {blocked, ctx})});
+  Node* last = relu ? relu : conv;
+  last->output()->replaceAllUsesWith(out);
+  if (relu) relu->destroy();
+  conv->destroy();
+  return true;
+}
+
+// avg_pool2d / max_pool2d of a from_blocked: the same pooling on the blocked tensor.
+void replace_pool(Graph& graph, Node* pool) {
+  const std::string kind = pool->kind().toQualString();
+  const char* blocked_op = kind == "aten::avg_pool2d" ? "corepool::avg_pool2d_blocked"
+                           : kind == "aten::max_pool2d" ? "corepool::max_pool2d_blocked"
+                                                        : nullptr;
+  if (!blocked_op || pool->input(0)->node()->kind() != kFromBlocked) return;
+  torch::jit::WithInsertPoint guard(pool);
+  std::vector<Value*> inputs(pool->inputs().begin(), pool->inputs().end());
+  inputs[0] = pool->input(0)->node()->input(0);
+  Value* out = insert_call(graph, kFromBlocked, {insert_call(graph, c10::Symbol::fromQualString(blocked_op), inputs)});
+  pool->output()->replaceAllUsesWith(out);
+  pool->destroy();
+}
+
+// The top-level nodes of one kind, collected before a step changes the graph.
+std::vector<Node*> nodes_of(Graph& graph, const char* kind) {
+  std::vector<Node*> out;
+  for (Node* n : graph.nodes()) {
+    if (n->kind() == c10::Symbol::fromQualString(kind)) out.push_back(n);
+  }
+  return out;
+}
+
+void cancel_round_trips(Graph& graph) {
+  for (Node* n : graph.nodes()) {
+    if (n->kind() == kToBlocked && n->input(0)->node()->kind() == kFromBlocked) {
+      n->output()->replaceAllUsesWith(n->input(0)->node()->input(0));
+    }
+  }
+}
+
+}  // namespace
+
+int rewrite_winograd(torch::jit::Module& frozen) {
+  std::shared_ptr<Graph> graph = frozen.get_method("forward").graph();
+  int replaced = 0;
+  // Only the top-level block: a convolution inside an if or a loop stays as it is.
+  for (Node* n : nodes_of(*graph, "aten::conv2d")) replaced += replace_conv(*graph, n) ? 1 : 0;
+  if (replaced == 0) return 0;
+  std::vector<Node*> pools = nodes_of(*graph, "aten::avg_pool2d");
+  for (Node* n : nodes_of(*graph, "aten::max_pool2d")) pools.push_back(n);
+  for (Node* n : pools) replace_pool(*graph, n);
+  cancel_round_trips(*graph);
+  torch::jit::EliminateDeadCode(graph);
+  return replaced;
+}
+
+}  // namespace corepool
