@@ -14,6 +14,7 @@ std::string EnginePlan::text() const {
   if (optimize.applied != "none") {
     s += fmt::format(" in {:.2f} s, max |score difference| {:.2g}", optimize.seconds, optimize.max_difference);
   }
+  if (optimize.winograd_layers > 0) s += fmt::format(", {} convolutions as Winograd", optimize.winograd_layers);
   if (optimize.shared_bytes > 0) {
     s += fmt::format(", {:.1f} MB shared read-only in {}", optimize.shared_bytes / 1e6,
                      optimize.huge_pages ? "huge pages" : "4 KiB pages (no transparent huge pages)");
@@ -29,6 +30,10 @@ EnginePlan plan_engine(const std::shared_ptr<const LoadedModel>& model, const Pl
   if (!plan.optimize.fallback.empty()) {
     spdlog::warn("{}: engine.optimize = \"{}\" not applied, running the model as loaded: {}", model->dir,
                  request.optimize, plan.optimize.fallback);
+  }
+  if (!plan.optimize.winograd_fallback.empty()) {
+    spdlog::warn("{}: Winograd convolutions not used, running direct ones: {}", model->dir,
+                 plan.optimize.winograd_fallback);
   }
   const int limit = std::max(1, std::min(request.limit, model->config.max_batch));
   if (request.max_batch > 0) {
