@@ -128,7 +128,7 @@ void add_tune_command(CLI::App& app, Cli& cli) {
       ->delimiter(',')->check(CLI::Range(1, 1024));
   // tune searches engine.optimize too: its --optimize takes a list.
   tune->remove_option(tune->get_option("--optimize"));
-  tune->add_option("--optimize", o.optimizes, "engine.optimize values to try (default none,onednn,onednn-direct,bf16)")
+  tune->add_option("--optimize", o.optimizes, "engine.optimize values to try (default none,onednn,bf16)")
       ->delimiter(',')
       ->check(CLI::IsMember({"none", "onednn", "onednn-direct", "bf16"}));
   tune->add_option("--max-batches", o.max_batches, "max batch sizes to try (default 1,2,4,8,16)")

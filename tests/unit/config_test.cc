@@ -257,12 +257,12 @@ TEST_F(ConfigTest, AllocatorIsJemallocOrSystem) {
             path() + ":2: engine.allocator: must be one of \"jemalloc\", \"system\"; got \"tcmalloc\"");
 }
 
-TEST_F(ConfigTest, OptimizeIsOnednnByDefaultAndOneOfThree) {
+TEST_F(ConfigTest, OptimizeIsOnednnByDefaultAndOneOfFour) {
   EXPECT_EQ(Config{}.optimize, "onednn");
   EXPECT_EQ(Config{}.max_batch, 0) << "measured at start by default";
   EXPECT_EQ(load_config(write("[engine]\noptimize = \"none\"\n")).optimize, "none");
   EXPECT_EQ(error_for("[engine]\noptimize = \"fp16\"\n"),
-            path() + ":2: engine.optimize: must be one of \"none\", \"onednn\", \"bf16\"; got \"fp16\"");
+            path() + ":2: engine.optimize: must be one of \"none\", \"onednn\", \"onednn-direct\", \"bf16\"; got \"fp16\"");
 }
 
 TEST_F(ConfigTest, ModeOutsideItsChoicesIsRejected) {
