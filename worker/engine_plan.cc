@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 namespace corepool {
@@ -14,7 +15,11 @@ std::string EnginePlan::text() const {
   if (optimize.applied != "none") {
     s += fmt::format(" in {:.2f} s, max |score difference| {:.2g}", optimize.seconds, optimize.max_difference);
   }
-  if (optimize.winograd_layers > 0) s += fmt::format(", {} convolutions as Winograd", optimize.winograd_layers);
+  if (optimize.winograd_layers > 0) {
+    s += fmt::format(", {} convolutions as Winograd", optimize.winograd_layers);
+    if (optimize.direct_blocked_layers > 0) s += fmt::format(" after {} direct", optimize.direct_blocked_layers);
+    s += fmt::format(" (items per call {})", fmt::join(optimize.winograd_chunks, ","));
+  }
   if (optimize.shared_bytes > 0) {
     s += fmt::format(", {:.1f} MB shared read-only in {}", optimize.shared_bytes / 1e6,
                      optimize.huge_pages ? "huge pages" : "4 KiB pages (no transparent huge pages)");
@@ -30,6 +35,13 @@ EnginePlan plan_engine(const std::shared_ptr<const LoadedModel>& model, const Pl
   if (!plan.optimize.fallback.empty()) {
     spdlog::warn("{}: engine.optimize = \"{}\" not applied, running the model as loaded: {}", model->dir,
                  request.optimize, plan.optimize.fallback);
+  }
+  // Without AVX512_BF16 (or AMX) oneDNN emulates bf16 arithmetic: measured
+  // 0.33x plain's throughput on CNN10 on a Cascade Lake core (bench/RESULTS.md).
+  if (plan.optimize.applied == "bf16" && !__builtin_cpu_supports("avx512bf16")) {
+    spdlog::warn("{}: engine.optimize = \"bf16\" on a CPU without AVX512_BF16: oneDNN emulates it, slower than "
+                 "fp32 (\"onednn\")",
+                 model->dir);
   }
   if (!plan.optimize.winograd_fallback.empty()) {
     spdlog::warn("{}: Winograd convolutions not used, running direct ones: {}", model->dir,

@@ -14,6 +14,7 @@
 #include <torch/csrc/jit/passes/frozen_graph_optimizations.h>
 
 #include "worker/torch_module.h"
+#include "worker/winograd_calibrate.h"
 #include "worker/winograd_rewrite.h"
 
 namespace corepool {
@@ -29,18 +30,27 @@ torch::Tensor check_batch(const ModelConfig& config) {
   return torch::randn(shape, gen);
 }
 
+// The Winograd chunk calibration's batch: as many items as a chunk can hold.
+torch::Tensor chunk_batch(const ModelConfig& config) {
+  std::vector<int64_t> shape = config.item_shape();
+  shape.insert(shape.begin(), 8);
+  auto gen = at::detail::createCPUGenerator(20261126);
+  return torch::randn(shape, gen);
+}
+
 torch::Tensor run(torch::jit::Module& module, const torch::Tensor& input) {
   c10::InferenceMode guard;
   return module.forward({input}).toTensor().to(torch::kFloat32);
 }
 
 // The optimized module, or throws (c10::Error, std::exception) with the reason.
-// `winograd_layers` gets how many convolutions run as Winograd (winograd_rewrite.h).
-torch::jit::Module optimized_module(const torch::jit::Module& loaded, bool bf16, bool winograd, int& winograd_layers) {
+// `rewrite` gets how many convolutions run as Winograd (winograd_rewrite.h).
+torch::jit::Module optimized_module(const torch::jit::Module& loaded, bool bf16, bool winograd,
+                                    WinogradRewrite& rewrite) {
   torch::jit::Module copy = loaded.clone();  // deep: the loaded module stays as it is
   if (bf16) copy.to(at::kBFloat16);
   torch::jit::Module frozen = torch::jit::freeze(copy);
-  winograd_layers = winograd ? rewrite_winograd(frozen) : 0;
+  rewrite = winograd ? rewrite_winograd(frozen) : WinogradRewrite{};
   return torch::jit::optimize_for_inference(frozen);
 }
 
@@ -65,7 +75,10 @@ torch::jit::Module checked_module(const LoadedModel& model, const std::string& m
   {
     std::optional<WeightArena::Scope> scope;
     if (arena) scope.emplace(*arena);
-    optimized = optimized_module(torch.module, bf16, winograd, out.winograd_layers);
+    WinogradRewrite rewrite;
+    optimized = optimized_module(torch.module, bf16, winograd, rewrite);
+    out.winograd_layers = rewrite.winograd;
+    out.direct_blocked_layers = rewrite.direct;
     const torch::Tensor input = check_batch(model.config);
     const torch::Tensor want = run(torch.module, input);
     // The first forward also makes whatever the module caches lazily (oneDNN's
@@ -77,6 +90,12 @@ torch::jit::Module checked_module(const LoadedModel& model, const std::string& m
   if (!(out.max_difference <= optimize_tolerance(mode))) {
     throw std::runtime_error("its scores differ from the module as loaded by " + std::to_string(out.max_difference) +
                              " (tolerance " + std::to_string(optimize_tolerance(mode)) + ")");
+  }
+  // Outside the arena scope: the calibration's activations are transient, and
+  // every weight layout it uses was transformed by the check above.
+  if (out.winograd_layers > 0) {
+    out.winograd_chunks =
+        calibrate_winograd_chunks(optimized, winograd_layers_of(optimized), chunk_batch(model.config));
   }
   return optimized;
 }
@@ -95,7 +114,8 @@ torch::jit::Module mode_module(const LoadedModel& model, const std::string& mode
     return checked_module(model, mode, true, arena, out);
   } catch (const std::exception& e) {
     out.winograd_fallback = reason_of(e);
-    out.winograd_layers = 0;
+    out.winograd_layers = out.direct_blocked_layers = 0;
+    out.winograd_chunks.clear();
     out.applied = "onednn-direct";
     return checked_module(model, "onednn-direct", false, arena, out);
   }
@@ -132,7 +152,8 @@ OptimizeOutcome optimize_model(const LoadedModel& model, const std::string& mode
     torch.input_dtype = mode == "bf16" ? at::kBFloat16 : at::kFloat;
   } catch (const std::exception& e) {
     out.applied = "none";
-    out.winograd_layers = 0;
+    out.winograd_layers = out.direct_blocked_layers = 0;
+    out.winograd_chunks.clear();
     out.fallback = reason_of(e);
   }
   // After a fallback the arena is kept too (unsealed, unused): something the

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "worker/model.h"
 
@@ -20,6 +21,8 @@ struct OptimizeOutcome {
   std::string applied;     // what the module now is; "none" after a fallback
   std::string fallback;    // why `requested` was not applied ("" if it was)
   int winograd_layers = 0;        // convolutions run as Winograd (onednn only)
+  int direct_blocked_layers = 0;  // ... and from plain input into their blocked layout (winograd_conv.h)
+  std::vector<int64_t> winograd_chunks;  // items per oneDNN call, per layer of both kinds (measured)
   std::string winograd_fallback;  // why onednn fell back to direct convolutions ("" if not)
   double seconds = 0;      // time spent optimizing (and checking)
   double max_difference = 0;  // |optimized - as loaded| on the check batch

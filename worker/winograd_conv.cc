@@ -9,7 +9,10 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <string>
+#include <tuple>
 
 namespace corepool {
 namespace {
@@ -29,19 +32,22 @@ dnnl::stream& thread_stream() {
   return stream;
 }
 
-// Inference-only Winograd primitive descriptor for `n` items of [c, h, w] into
-// `o` channels, blocked activations, weights in whatever layout the kernel
-// picks (format_tag::any), scratchpad passed by the caller so that threads
-// never share one. Throws dnnl::error if this CPU has no such kernel.
-dnnl::convolution_forward::primitive_desc winograd_desc(int64_t n, int64_t c, int64_t o, int64_t h, int64_t w,
-                                                        bool relu) {
-  const memory::desc src({n, c, h, w}, DataType::f32, Tag::nChw16c);
+// Inference-only primitive descriptor for `n` items of [c, h, w] into `o`
+// channels, blocked output, weights in whatever layout the kernel picks
+// (format_tag::any), scratchpad passed by the caller so that threads never
+// share one. Winograd reads blocked input; a layer whose input channels do not
+// fill a block (`plain_input`: the network's first) reads plain NCHW and runs
+// oneDNN's direct kernel. Throws dnnl::error if this CPU has no such kernel.
+dnnl::convolution_forward::primitive_desc conv_desc(int64_t n, int64_t c, int64_t o, int64_t h, int64_t w, bool relu,
+                                                    bool plain_input) {
+  const memory::desc src({n, c, h, w}, DataType::f32, plain_input ? Tag::nchw : Tag::nChw16c);
   const memory::desc weights({o, c, 3, 3}, DataType::f32, Tag::any);
   const memory::desc bias({o}, DataType::f32, Tag::x);
   const memory::desc dst({n, o, h, w}, DataType::f32, Tag::nChw16c);
-  const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
-                                             dnnl::algorithm::convolution_winograd, src, weights, bias, dst,
-                                             {1, 1}, {1, 1}, {1, 1});
+  const dnnl::convolution_forward::desc desc(
+      dnnl::prop_kind::forward_inference,
+      plain_input ? dnnl::algorithm::convolution_direct : dnnl::algorithm::convolution_winograd, src, weights, bias,
+      dst, {1, 1}, {1, 1}, {1, 1});
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (relu) {
@@ -95,25 +101,36 @@ struct WinogradConv::Primitive {
   size_t scratch_bytes = 0;
 };
 
-bool winograd_available(int64_t in_channels, int64_t out_channels) {
-  if (in_channels % kChannelBlock != 0 || out_channels % kChannelBlock != 0) return false;
+// Probed once per shape: whether conv_desc gives a kernel, and (plain input)
+// a jitted one: oneDNN's reference kernel would be far slower than LibTorch's.
+bool kernel_available(int64_t in_channels, int64_t out_channels, bool plain_input) {
   static std::mutex mu;
-  static std::map<std::pair<int64_t, int64_t>, bool> known;
+  static std::map<std::tuple<int64_t, int64_t, bool>, bool> known;
   std::lock_guard<std::mutex> lock(mu);
-  auto [it, fresh] = known.emplace(std::make_pair(in_channels, out_channels), false);
+  auto [it, fresh] = known.emplace(std::make_tuple(in_channels, out_channels, plain_input), false);
   if (fresh) {
     try {
-      (void)winograd_desc(1, in_channels, out_channels, 8, 8, false);
-      it->second = true;
+      const auto pd = conv_desc(1, in_channels, out_channels, 8, 8, false, plain_input);
+      it->second = std::string(pd.impl_info_str()).rfind("ref", 0) != 0;
     } catch (const dnnl::error&) {
-      it->second = false;  // no Winograd kernel for this ISA or shape
+      it->second = false;  // no kernel for this ISA or shape
     }
   }
   return it->second;
 }
 
-WinogradConv::WinogradConv(at::Tensor weight, c10::optional<at::Tensor> bias, bool relu)
-    : weight_(weight.to(at::kFloat).contiguous()), relu_(relu) {
+bool winograd_available(int64_t in_channels, int64_t out_channels) {
+  if (in_channels % kChannelBlock != 0 || out_channels % kChannelBlock != 0) return false;
+  return kernel_available(in_channels, out_channels, false);
+}
+
+bool plain_input_available(int64_t in_channels, int64_t out_channels) {
+  if (in_channels % kChannelBlock == 0 || out_channels % kChannelBlock != 0) return false;
+  return kernel_available(in_channels, out_channels, true);
+}
+
+WinogradConv::WinogradConv(at::Tensor weight, c10::optional<at::Tensor> bias, bool relu, bool plain_input)
+    : weight_(weight.to(at::kFloat).contiguous()), relu_(relu), plain_input_(plain_input) {
   TORCH_CHECK(weight_.dim() == 4 && weight_.size(2) == 3 && weight_.size(3) == 3,
               "WinogradConv: weights must be [O, C, 3, 3], got ", weight_.sizes());
   bias_ = bias.has_value() ? bias->to(at::kFloat).contiguous() : at::zeros({weight_.size(0)});
@@ -133,7 +150,7 @@ const WinogradConv::Primitive& WinogradConv::primitive(int64_t chunk, int64_t he
     memory plain({{out_channels(), in_channels(), 3, 3}, DataType::f32, Tag::oihw}, cpu_engine(),
                        weight_.data_ptr());
     for (int64_t n = 1; n <= kMaxChunk; ++n) {
-      const memory::desc desc = winograd_desc(n, in_channels(), out_channels(), height, width, relu_).weights_desc();
+      const memory::desc desc = conv_desc(n, in_channels(), out_channels(), height, width, relu_, plain_input_).weights_desc();
       if (std::find(layouts->descs.begin(), layouts->descs.end(), desc) != layouts->descs.end()) continue;
       at::Tensor packed = at::empty({static_cast<int64_t>(desc.get_size())}, at::kByte);
       memory target(desc, cpu_engine(), packed.data_ptr());
@@ -143,7 +160,7 @@ const WinogradConv::Primitive& WinogradConv::primitive(int64_t chunk, int64_t he
       layouts->packed.push_back(packed);
     }
   }
-  auto pd = winograd_desc(chunk, in_channels(), out_channels(), height, width, relu_);
+  auto pd = conv_desc(chunk, in_channels(), out_channels(), height, width, relu_, plain_input_);
   auto made = std::make_unique<Primitive>();
   const auto found = std::find(layouts->descs.begin(), layouts->descs.end(), pd.weights_desc());
   TORCH_CHECK(found != layouts->descs.end(), "WinogradConv: no transformed weights for a chunk of ", chunk);
@@ -156,31 +173,64 @@ const WinogradConv::Primitive& WinogradConv::primitive(int64_t chunk, int64_t he
   return *primitives_.emplace(key, std::move(made)).first->second;
 }
 
+void WinogradConv::execute(int64_t chunk, int64_t height, int64_t width, const float* src, float* dst) {
+  const Primitive& p = primitive(chunk, height, width);
+  memory src_mem(p.src_desc, cpu_engine(), const_cast<float*>(src));
+  memory weights(p.weights_desc, cpu_engine(), p.weights);
+  memory bias({{out_channels()}, DataType::f32, Tag::x}, cpu_engine(), bias_.data_ptr());
+  memory dst_mem(p.dst_desc, cpu_engine(), dst);
+  memory pad({{static_cast<int64_t>(p.scratch_bytes)}, DataType::u8, Tag::x}, cpu_engine(),
+             thread_scratch(p.scratch_bytes));
+  p.conv.execute(thread_stream(), {{DNNL_ARG_SRC, src_mem},
+                                   {DNNL_ARG_WEIGHTS, weights},
+                                   {DNNL_ARG_BIAS, bias},
+                                   {DNNL_ARG_DST, dst_mem},
+                                   {DNNL_ARG_SCRATCHPAD, pad}});
+  thread_stream().wait();
+}
+
+void WinogradConv::set_chunk(int64_t items) {
+  TORCH_CHECK(items >= 1 && items <= kMaxChunk, "WinogradConv: a chunk of ", items, " items (1..", kMaxChunk, ")");
+  chunk_.store(items, std::memory_order_relaxed);
+}
+
+void WinogradConv::set_probe(bool on) {
+  probing_ = on;
+  probe_seconds_ = 0;
+  probe_items_ = 0;
+}
+
+double WinogradConv::probe_seconds_per_item() const {
+  return probe_items_ > 0 ? probe_seconds_ / static_cast<double>(probe_items_) : 0;
+}
+
 at::Tensor WinogradConv::run(const at::Tensor& x) {
-  TORCH_CHECK(x.dim() == 5 && x.size(4) == kChannelBlock && x.scalar_type() == at::kFloat,
-              "WinogradConv: input must be blocked fp32 [N, C/16, H, W, 16], got ", x.sizes(), " ", x.scalar_type());
-  TORCH_CHECK(x.size(1) * kChannelBlock == in_channels(), "WinogradConv: input has ", x.size(1) * kChannelBlock,
-              " channels, the weights ", in_channels());
+  if (plain_input_) {
+    TORCH_CHECK(x.dim() == 4 && x.size(1) == in_channels() && x.scalar_type() == at::kFloat,
+                "WinogradConv: input must be fp32 [N, ", in_channels(), ", H, W], got ", x.sizes(), " ",
+                x.scalar_type());
+  } else {
+    TORCH_CHECK(x.dim() == 5 && x.size(4) == kChannelBlock && x.scalar_type() == at::kFloat,
+                "WinogradConv: input must be blocked fp32 [N, C/16, H, W, 16], got ", x.sizes(), " ", x.scalar_type());
+    TORCH_CHECK(x.size(1) * kChannelBlock == in_channels(), "WinogradConv: input has ", x.size(1) * kChannelBlock,
+                " channels, the weights ", in_channels());
+  }
   apply_libtorch_threads();
   const at::Tensor input = x.contiguous();
-  const int64_t n = input.size(0), h = input.size(2), w = input.size(3);
+  const int64_t n = input.size(0), h = input.size(2), w = input.size(3);  // both layouts
   at::Tensor out = at::empty({n, out_channels() / kChannelBlock, h, w, kChannelBlock}, input.options());
-  const int64_t in_item = input[0].numel(), out_item = out.numel() / std::max<int64_t>(n, 1);
-  for (int64_t start = 0; start < n; start += kMaxChunk) {
-    const int64_t chunk = std::min(kMaxChunk, n - start);
-    const Primitive& p = primitive(chunk, h, w);
-    memory src(p.src_desc, cpu_engine(), input.data_ptr<float>() + start * in_item);
-    memory weights(p.weights_desc, cpu_engine(), p.weights);
-    memory bias({{out_channels()}, DataType::f32, Tag::x}, cpu_engine(), bias_.data_ptr());
-    memory dst(p.dst_desc, cpu_engine(), out.data_ptr<float>() + start * out_item);
-    memory pad({{static_cast<int64_t>(p.scratch_bytes)}, DataType::u8, Tag::x}, cpu_engine(), thread_scratch(p.scratch_bytes));
-    p.conv.execute(thread_stream(), {{DNNL_ARG_SRC, src},
-                                     {DNNL_ARG_WEIGHTS, weights},
-                                     {DNNL_ARG_BIAS, bias},
-                                     {DNNL_ARG_DST, dst},
-                                     {DNNL_ARG_SCRATCHPAD, pad}});
+  if (n == 0) return out;
+  const int64_t in_item = input[0].numel(), out_item = out.numel() / n;
+  const int64_t chunk = this->chunk();
+  const auto started = std::chrono::steady_clock::now();
+  for (int64_t start = 0; start < n; start += chunk) {
+    execute(std::min(chunk, n - start), h, w, input.data_ptr<float>() + start * in_item,
+            out.data_ptr<float>() + start * out_item);
   }
-  thread_stream().wait();
+  if (probing_) {
+    probe_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    probe_items_ += n;
+  }
   return out;
 }
 

@@ -1,8 +1,11 @@
 // Three steps over the frozen graph, each a plain walk in topological order:
-// 1. conv -> to_blocked, winograd_conv3x3, from_blocked (a following ReLU fused);
+// 1. conv -> to_blocked, winograd_conv3x3, from_blocked (a following ReLU fused;
+//    no to_blocked for a layer that reads plain input);
 // 2. a 2-D pool whose input comes from from_blocked pools the blocked tensor;
 // 3. to_blocked(from_blocked(x)) -> x; dead conversions are then removed.
 #include "worker/winograd_rewrite.h"
+
+#include <algorithm>
 
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
@@ -36,7 +39,9 @@ at::Tensor winograd_weights(const Node* conv) {
   if (torch::jit::constant_as<int64_t>(conv->input(6)) != c10::optional<int64_t>(1)) return {};
   const auto bias = torch::jit::toIValue(conv->input(2));
   if (!bias || !(bias->isNone() || (bias->isTensor() && bias->toTensor().scalar_type() == at::kFloat))) return {};
-  if (!winograd_available(weight->size(1), weight->size(0))) return {};
+  if (!winograd_available(weight->size(1), weight->size(0)) && !plain_input_available(weight->size(1), weight->size(0))) {
+    return {};
+  }
   return *weight;
 }
 
@@ -54,22 +59,27 @@ Node* sole_relu(Value* v) {
   return std::string(kind) == "aten::relu" || std::string(kind) == "aten::relu_" ? user : nullptr;
 }
 
-bool replace_conv(Graph& graph, Node* conv) {
+// Replaces one eligible convolution; returns 0 (not eligible), 1 (Winograd)
+// or 2 (direct from plain input).
+int replace_conv(Graph& graph, Node* conv) {
   const at::Tensor weight = winograd_weights(conv);
-  if (!weight.defined()) return false;
+  if (!weight.defined()) return 0;
   const auto bias_value = torch::jit::toIValue(conv->input(2));
   c10::optional<at::Tensor> bias;
   if (bias_value->isTensor()) bias = bias_value->toTensor();
   Node* relu = sole_relu(conv->output());
   torch::jit::WithInsertPoint guard(relu ? relu : conv);
-  Value* ctx = graph.insertConstant(c10::IValue(c10::make_intrusive<WinogradConv>(weight, bias, relu != nullptr)));
-  Value* blocked = insert_call(graph, kToBlocked, {conv->input(0)});
-  Value* out = insert_call(graph, kFromBlocked, {insert_call(graph, kWinograd, {blocked, ctx})});
+  // Input channels that do not fill a block: a direct convolution from plain input.
+  const bool plain_input = weight.size(1) % kChannelBlock != 0;
+  Value* ctx =
+      graph.insertConstant(c10::IValue(c10::make_intrusive<WinogradConv>(weight, bias, relu != nullptr, plain_input)));
+  Value* in = plain_input ? conv->input(0) : insert_call(graph, kToBlocked, {conv->input(0)});
+  Value* out = insert_call(graph, kFromBlocked, {insert_call(graph, kWinograd, {in, ctx})});
   Node* last = relu ? relu : conv;
   last->output()->replaceAllUsesWith(out);
   if (relu) relu->destroy();
   conv->destroy();
-  return true;
+  return plain_input ? 2 : 1;
 }
 
 // avg_pool2d / max_pool2d of a from_blocked: the same pooling on the blocked tensor.
@@ -106,18 +116,28 @@ void cancel_round_trips(Graph& graph) {
 
 }  // namespace
 
-int rewrite_winograd(torch::jit::Module& frozen) {
+WinogradRewrite rewrite_winograd(torch::jit::Module& frozen) {
   std::shared_ptr<Graph> graph = frozen.get_method("forward").graph();
-  int replaced = 0;
+  WinogradRewrite done;
   // Only the top-level block: a convolution inside an if or a loop stays as it is.
-  for (Node* n : nodes_of(*graph, "aten::conv2d")) replaced += replace_conv(*graph, n) ? 1 : 0;
-  if (replaced == 0) return 0;
+  const std::vector<Node*> convs = nodes_of(*graph, "aten::conv2d");
+  // A direct layer from plain input only pays as the start of a Winograd chain.
+  const bool any_winograd = std::any_of(convs.begin(), convs.end(), [](const Node* n) {
+    const at::Tensor w = winograd_weights(n);
+    return w.defined() && w.size(1) % kChannelBlock == 0;
+  });
+  if (!any_winograd) return done;
+  for (Node* n : convs) {
+    const int kind = replace_conv(*graph, n);
+    done.winograd += kind == 1;
+    done.direct += kind == 2;
+  }
   std::vector<Node*> pools = nodes_of(*graph, "aten::avg_pool2d");
   for (Node* n : nodes_of(*graph, "aten::max_pool2d")) pools.push_back(n);
   for (Node* n : pools) replace_pool(*graph, n);
   cancel_round_trips(*graph);
   torch::jit::EliminateDeadCode(graph);
-  return replaced;
+  return done;
 }
 
 }  // namespace corepool

@@ -214,14 +214,19 @@ double thread_mode_difference(const std::string& optimize, EnginePlan& plan) {
 }
 
 // The small model (width 8) has five 3x3 convolutions with channels in
-// multiples of 16: on an AVX-512 CPU "onednn" runs them as Winograd.
+// multiples of 16 and a first one from one log-mel channel: on an AVX-512 CPU
+// "onednn" runs the five as Winograd and the first as oneDNN's direct
+// convolution into the blocked layout.
 int expected_winograd_layers() { return winograd_available(16, 16) ? 5 : 0; }
+int expected_direct_layers() { return expected_winograd_layers() > 0 && plain_input_available(1, 16) ? 1 : 0; }
 
 TEST(OptimizeTest, ThreadModeOnednnScoresEqualTheModuleAsLoadedWithin1e5) {
   EnginePlan plan;
   EXPECT_LE(thread_mode_difference("onednn", plan), 1e-5);
   EXPECT_TRUE(plan.measured);
   EXPECT_EQ(plan.optimize.winograd_layers, expected_winograd_layers()) << plan.optimize.winograd_fallback;
+  EXPECT_EQ(plan.optimize.direct_blocked_layers, expected_direct_layers());
+  EXPECT_EQ(plan.optimize.winograd_chunks.size(), static_cast<size_t>(expected_winograd_layers() + expected_direct_layers()));
 }
 
 TEST(OptimizeTest, ThreadModeOnednnDirectScoresEqualTheModuleAsLoadedWithoutWinograd) {
@@ -241,7 +246,8 @@ TEST(OptimizeTest, OptimizingTwiceChangesNothingAndNoneLeavesTheModuleAsLoaded) 
   testing::TempDir dir;
   auto model = testing::small_model(dir);
   EXPECT_EQ(optimize_model(*model, "none", false).applied, "none");
-  EXPECT_EQ(optimize_model(*model, "onednn", false).applied, "onednn");
+  const OptimizeOutcome first = optimize_model(*model, "onednn", false);
+  EXPECT_EQ(first.applied, "onednn") << first.fallback << first.winograd_fallback;
   const OptimizeOutcome again = optimize_model(*model, "bf16", false);
   EXPECT_EQ(again.applied, "onednn") << "a model is optimized once";
   EXPECT_EQ(again.seconds, 0.0);

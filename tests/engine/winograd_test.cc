@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "worker/winograd_calibrate.h"
 #include "worker/winograd_conv.h"
 #include "worker/winograd_rewrite.h"
 
@@ -74,20 +75,58 @@ TEST(WinogradTest, NoKernelForChannelsThatDoNotFillBlocks) {
   EXPECT_FALSE(winograd_available(16, 24));
 }
 
-// Batches of 1..11 items cross the chunk size (8) and the layouts oneDNN picks
-// per chunk size; odd spatial sizes leave partial 4x4 tiles at the edges.
+// Batches of 1..33 items cross the chunk size (kDefaultChunk) and the layouts oneDNN picks per chunk size; odd spatial sizes
+// leave partial 4x4 tiles at the edges.
 TEST(WinogradTest, ConvolutionEqualsANaiveConvolutionForEveryBatchSize) {
   if (!have_winograd()) GTEST_SKIP() << "oneDNN has no Winograd kernel for this CPU (AVX-512 needed)";
   const at::Tensor w = at::randn({32, 16, 3, 3}) * 0.2;
   const at::Tensor bias = at::randn({32});
   for (bool relu : {false, true}) {
     auto conv = c10::make_intrusive<WinogradConv>(w, bias, relu);
-    for (int64_t n : {1, 2, 3, 5, 8, 11}) {
+    for (int64_t n : {1, 2, 3, 5, 8, 11, 17, 33}) {
       const at::Tensor x = at::randn({n, 16, 7, 13});
       const at::Tensor got = from_blocked(conv->run(to_blocked(x)));
       const at::Tensor want = naive_conv3x3(x, w, bias, relu);
       EXPECT_LE((got - want).abs().max().item<double>(), 1e-4) << "batch " << n << " relu " << relu;
     }
+  }
+}
+
+// Every chunk size gives the naive convolution's result, and sizes outside
+// 1..kMaxChunk are refused.
+TEST(WinogradTest, EveryChunkSizeComputesTheSameConvolution) {
+  if (!have_winograd()) GTEST_SKIP() << "oneDNN has no Winograd kernel for this CPU";
+  const at::Tensor w = at::randn({32, 16, 3, 3}) * 0.2;
+  const at::Tensor bias = at::randn({32});
+  auto conv = c10::make_intrusive<WinogradConv>(w, bias, true);
+  const at::Tensor x = at::randn({11, 16, 9, 10});
+  const at::Tensor want = naive_conv3x3(x, w, bias, true);
+  for (int64_t chunk = 1; chunk <= WinogradConv::kMaxChunk; ++chunk) {
+    conv->set_chunk(chunk);
+    ASSERT_EQ(conv->chunk(), chunk);
+    EXPECT_LE((from_blocked(conv->run(to_blocked(x))) - want).abs().max().item<double>(), 1e-4) << chunk;
+  }
+  EXPECT_THROW(conv->set_chunk(0), c10::Error);
+  EXPECT_THROW(conv->set_chunk(WinogradConv::kMaxChunk + 1), c10::Error);
+}
+
+// The first layer's variant: plain NCHW input with channels that fill no
+// block (1 and 3), oneDNN's direct kernel, blocked output.
+TEST(WinogradTest, AConvolutionFromPlainInputEqualsANaiveConvolution) {
+  if (!plain_input_available(1, 32)) GTEST_SKIP() << "oneDNN has no jitted kernel from plain input on this CPU";
+  EXPECT_FALSE(plain_input_available(16, 32)) << "16 channels fill a block: Winograd's case";
+  EXPECT_FALSE(plain_input_available(1, 8)) << "8 output channels fill no block";
+  for (int64_t channels : {1, 3}) {
+    const at::Tensor w = at::randn({32, channels, 3, 3}) * 0.3;
+    const at::Tensor bias = at::randn({32});
+    auto conv = c10::make_intrusive<WinogradConv>(w, bias, true, /*plain_input=*/true);
+    conv->set_chunk(2);
+    for (int64_t n : {1, 5}) {
+      const at::Tensor x = at::randn({n, channels, 11, 17});
+      const at::Tensor got = from_blocked(conv->run(x));
+      EXPECT_LE((got - naive_conv3x3(x, w, bias, true)).abs().max().item<double>(), 1e-4) << channels << " " << n;
+    }
+    EXPECT_THROW(conv->run(to_blocked(at::randn({1, 16, 5, 5}))), c10::Error) << "blocked input";
   }
 }
 
@@ -136,10 +175,11 @@ int count_nodes(torch::jit::Module& m, const char* kind) {
 
 TEST(WinogradRewriteTest, OnlyEligibleConvolutionsAreRewrittenAndTheModuleStillComputesTheSame) {
   if (!have_winograd()) GTEST_SKIP() << "oneDNN has no Winograd kernel for this CPU";
+  at::manual_seed(20261126);
   torch::jit::Module loaded = mixed_module();
   torch::jit::Module reference = torch::jit::freeze(loaded.clone());
   torch::jit::Module rewritten = torch::jit::freeze(loaded.clone());
-  EXPECT_EQ(rewrite_winograd(rewritten), 2);
+  EXPECT_EQ(rewrite_winograd(rewritten).winograd, 2);
   EXPECT_EQ(count_nodes(rewritten, "corepool::winograd_conv3x3"), 2);
   EXPECT_EQ(count_nodes(rewritten, "aten::conv2d"), 3) << "stride 2, two groups and 8 channels stay";
   EXPECT_EQ(count_nodes(rewritten, "corepool::avg_pool2d_blocked"), 1) << "the pool between a and c stays blocked";
@@ -155,6 +195,66 @@ TEST(WinogradRewriteTest, OnlyEligibleConvolutionsAreRewrittenAndTheModuleStillC
   }
 }
 
+// The calibration finds both layers, sets each to a size it tried (powers of
+// two up to the batch), and the module computes the same afterwards.
+TEST(WinogradRewriteTest, CalibrationGivesEachLayerAChunkItTriedAndKeepsTheResult) {
+  if (!have_winograd()) GTEST_SKIP() << "oneDNN has no Winograd kernel for this CPU";
+  at::manual_seed(20261126);
+  torch::jit::Module loaded = mixed_module();
+  torch::jit::Module reference = torch::jit::freeze(loaded.clone());
+  torch::jit::Module rewritten = torch::jit::freeze(loaded.clone());
+  ASSERT_EQ(rewrite_winograd(rewritten).winograd, 2);
+  const auto layers = winograd_layers_of(rewritten);
+  ASSERT_EQ(layers.size(), 2u);
+  EXPECT_EQ(layers[0]->in_channels(), 16) << "graph order: a first";
+  EXPECT_EQ(layers[1]->in_channels(), 32);
+  const std::vector<int64_t> chunks = calibrate_winograd_chunks(rewritten, layers, at::randn({4, 16, 20, 28}));
+  ASSERT_EQ(chunks.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_TRUE(chunks[i] == 1 || chunks[i] == 2 || chunks[i] == 4) << chunks[i];
+    EXPECT_EQ(layers[i]->chunk(), chunks[i]);
+  }
+  c10::InferenceMode guard;
+  const at::Tensor x = at::randn({5, 16, 20, 28});
+  // Winograd's transforms round differently from a direct convolution: on
+  // these unnormalised random layers (outputs near 10) 1e-4 is a few ulps.
+  EXPECT_LE((rewritten.forward({x}).toTensor() - reference.forward({x}).toTensor()).abs().max().item<double>(), 1e-4);
+}
+
+// A first layer from one channel starts the chain directly in the blocked
+// layout (no conversion before the Winograd layer after it); alone, without a
+// Winograd layer to feed, it is left as it is.
+TEST(WinogradRewriteTest, AFirstLayerFromOneChannelRunsDirectIntoTheChain) {
+  if (!have_winograd() || !plain_input_available(1, 16)) GTEST_SKIP() << "no such kernels on this CPU";
+  at::manual_seed(20261126);
+  torch::jit::Module m("FirstLayer");
+  m.register_parameter("a_w", at::randn({16, 1, 3, 3}) * 0.3, false);
+  m.register_parameter("b_w", at::randn({32, 16, 3, 3}) * 0.1, false);
+  m.define(R"(
+def forward(self, x):
+    x = torch.relu(torch.conv2d(x, self.a_w, None, [1, 1], [1, 1]))
+    return torch.relu(torch.conv2d(x, self.b_w, None, [1, 1], [1, 1]))
+)");
+  m.eval();
+  torch::jit::Module reference = torch::jit::freeze(m.clone());
+  torch::jit::Module rewritten = torch::jit::freeze(m.clone());
+  const WinogradRewrite done = rewrite_winograd(rewritten);
+  EXPECT_EQ(done.winograd, 1);
+  EXPECT_EQ(done.direct, 1);
+  EXPECT_EQ(count_nodes(rewritten, "corepool::to_blocked"), 0) << "the chain starts blocked";
+  EXPECT_EQ(count_nodes(rewritten, "aten::conv2d"), 0);
+  c10::InferenceMode guard;
+  const at::Tensor x = at::randn({3, 1, 13, 21});
+  EXPECT_LE((rewritten.forward({x}).toTensor() - reference.forward({x}).toTensor()).abs().max().item<double>(), 1e-5);
+
+  torch::jit::Module alone("Alone");
+  alone.register_parameter("a_w", at::randn({16, 1, 3, 3}), false);
+  alone.define("def forward(self, x):\n    return torch.conv2d(x, self.a_w, None, [1, 1], [1, 1])\n");
+  alone.eval();
+  torch::jit::Module frozen = torch::jit::freeze(alone);
+  EXPECT_EQ(rewrite_winograd(frozen).direct, 0);
+}
+
 TEST(WinogradRewriteTest, AModuleWithoutEligibleConvolutionsIsLeftAsItIs) {
   torch::jit::Module m("Small");
   m.register_parameter("w", at::randn({8, 1, 3, 3}), false);
@@ -162,7 +262,8 @@ TEST(WinogradRewriteTest, AModuleWithoutEligibleConvolutionsIsLeftAsItIs) {
   m.eval();
   torch::jit::Module frozen = torch::jit::freeze(m);
   const std::string before = frozen.get_method("forward").graph()->toString();
-  EXPECT_EQ(rewrite_winograd(frozen), 0);
+  const WinogradRewrite done = rewrite_winograd(frozen);
+  EXPECT_EQ(done.winograd + done.direct, 0);
   EXPECT_EQ(frozen.get_method("forward").graph()->toString(), before);
 }
 
