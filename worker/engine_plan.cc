@@ -36,8 +36,8 @@ EnginePlan plan_engine(const std::shared_ptr<const LoadedModel>& model, const Pl
     spdlog::warn("{}: engine.optimize = \"{}\" not applied, running the model as loaded: {}", model->dir,
                  request.optimize, plan.optimize.fallback);
   }
-  // Without AVX512_BF16 (or AMX) oneDNN emulates bf16 arithmetic: measured
-  // 0.33x plain's throughput on CNN10 on a Cascade Lake core (bench/RESULTS.md).
+  // Without AVX512_BF16 oneDNN emulates bf16 arithmetic: measured 0.41x
+  // plain's throughput on CNN10 on a Cascade Lake VM (bench/RESULTS.md).
   if (plan.optimize.applied == "bf16" && !__builtin_cpu_supports("avx512bf16")) {
     spdlog::warn("{}: engine.optimize = \"bf16\" on a CPU without AVX512_BF16: oneDNN emulates it, slower than "
                  "fp32 (\"onednn\")",

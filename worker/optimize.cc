@@ -15,6 +15,7 @@
 
 #include "worker/torch_module.h"
 #include "worker/winograd_calibrate.h"
+#include "worker/winograd_conv.h"
 #include "worker/winograd_rewrite.h"
 
 namespace corepool {
@@ -22,20 +23,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Two items of the model's input, the same every run.
-torch::Tensor check_batch(const ModelConfig& config) {
+// `items` items of the model's input, the same every run for one seed.
+torch::Tensor random_batch(const ModelConfig& config, int64_t items, uint64_t seed) {
   std::vector<int64_t> shape = config.item_shape();
-  shape.insert(shape.begin(), 2);
-  auto gen = at::detail::createCPUGenerator(20261124);
+  shape.insert(shape.begin(), items);
+  auto gen = at::detail::createCPUGenerator(seed);
   return torch::randn(shape, gen);
 }
 
-// The Winograd chunk calibration's batch: as many items as a chunk can hold.
+// The check: two items. The Winograd chunk calibration: as many as a chunk can hold.
+torch::Tensor check_batch(const ModelConfig& config) { return random_batch(config, 2, 20261124); }
 torch::Tensor chunk_batch(const ModelConfig& config) {
-  std::vector<int64_t> shape = config.item_shape();
-  shape.insert(shape.begin(), 8);
-  auto gen = at::detail::createCPUGenerator(20261126);
-  return torch::randn(shape, gen);
+  return random_batch(config, WinogradConv::kMaxChunk, 20261126);
 }
 
 torch::Tensor run(torch::jit::Module& module, const torch::Tensor& input) {
