@@ -20,6 +20,10 @@ std::string EnginePlan::text() const {
     if (optimize.direct_blocked_layers > 0) s += fmt::format(" after {} direct", optimize.direct_blocked_layers);
     s += fmt::format(" (items per call {})", fmt::join(optimize.winograd_chunks, ","));
   }
+  if (optimize.linear_layers > 0) {
+    s += fmt::format(", {} linear layer{} on prepacked weights", optimize.linear_layers,
+                     optimize.linear_layers == 1 ? "" : "s");
+  }
   if (optimize.shared_bytes > 0) {
     s += fmt::format(", {:.1f} MB shared read-only in {}", optimize.shared_bytes / 1e6,
                      optimize.huge_pages ? "huge pages" : "4 KiB pages (no transparent huge pages)");
@@ -44,7 +48,9 @@ EnginePlan plan_engine(const std::shared_ptr<const LoadedModel>& model, const Pl
                  model->dir);
   }
   if (!plan.optimize.winograd_fallback.empty()) {
-    spdlog::warn("{}: Winograd convolutions not used, running direct ones: {}", model->dir,
+    spdlog::warn("{}: corepool's oneDNN layers (Winograd convolutions, prepacked linear) not used, running "
+                 "LibTorch's: {}",
+                 model->dir,
                  plan.optimize.winograd_fallback);
   }
   const int limit = std::max(1, std::min(request.limit, model->config.max_batch));

@@ -13,6 +13,7 @@
 #include <torch/csrc/jit/passes/freeze_module.h>
 #include <torch/csrc/jit/passes/frozen_graph_optimizations.h>
 
+#include "worker/linear_rewrite.h"
 #include "worker/torch_module.h"
 #include "worker/winograd_calibrate.h"
 #include "worker/winograd_conv.h"
@@ -43,13 +44,17 @@ torch::Tensor run(torch::jit::Module& module, const torch::Tensor& input) {
 }
 
 // The optimized module, or throws (c10::Error, std::exception) with the reason.
-// `rewrite` gets how many convolutions run as Winograd (winograd_rewrite.h).
-torch::jit::Module optimized_module(const torch::jit::Module& loaded, bool bf16, bool winograd,
-                                    WinogradRewrite& rewrite) {
+// With `own_layers`, corepool's oneDNN layers replace LibTorch's where they
+// can: `rewrite` gets how many convolutions run as Winograd
+// (winograd_rewrite.h), `linear_layers` how many linear layers run on
+// prepacked weights (linear_rewrite.h).
+torch::jit::Module optimized_module(const torch::jit::Module& loaded, bool bf16, bool own_layers,
+                                    WinogradRewrite& rewrite, int& linear_layers) {
   torch::jit::Module copy = loaded.clone();  // deep: the loaded module stays as it is
   if (bf16) copy.to(at::kBFloat16);
   torch::jit::Module frozen = torch::jit::freeze(copy);
-  rewrite = winograd ? rewrite_winograd(frozen) : WinogradRewrite{};
+  rewrite = own_layers ? rewrite_winograd(frozen) : WinogradRewrite{};
+  linear_layers = own_layers ? rewrite_linear(frozen) : 0;
   return torch::jit::optimize_for_inference(frozen);
 }
 
@@ -65,8 +70,8 @@ namespace {
 
 // One attempt: the optimized module, checked against the module as loaded on
 // the check batch; throws with the reason it cannot be used. Records the
-// check's difference and the Winograd layer count in `out`.
-torch::jit::Module checked_module(const LoadedModel& model, const std::string& mode, bool winograd,
+// check's difference and the counts of corepool's own layers in `out`.
+torch::jit::Module checked_module(const LoadedModel& model, const std::string& mode, bool own_layers,
                                   WeightArena* arena, OptimizeOutcome& out) {
   TorchModule& torch = torch_of(model);
   const bool bf16 = mode == "bf16";
@@ -75,7 +80,7 @@ torch::jit::Module checked_module(const LoadedModel& model, const std::string& m
     std::optional<WeightArena::Scope> scope;
     if (arena) scope.emplace(*arena);
     WinogradRewrite rewrite;
-    optimized = optimized_module(torch.module, bf16, winograd, rewrite);
+    optimized = optimized_module(torch.module, bf16, own_layers, rewrite, out.linear_layers);
     out.winograd_layers = rewrite.winograd;
     out.direct_blocked_layers = rewrite.direct;
     const torch::Tensor input = check_batch(model.config);
@@ -104,8 +109,9 @@ std::string reason_of(const std::exception& e) {
   return e.what();
 }
 
-// The mode's module; "onednn" first tries Winograd, then direct convolutions
-// (then `fallback` says why Winograd was not used, and applied is onednn-direct).
+// The mode's module; "onednn" first tries corepool's own layers (Winograd,
+// prepacked linear), then LibTorch's alone (then `winograd_fallback` says why,
+// and applied is onednn-direct).
 torch::jit::Module mode_module(const LoadedModel& model, const std::string& mode, WeightArena* arena,
                                OptimizeOutcome& out) {
   if (mode != "onednn") return checked_module(model, mode, false, arena, out);
@@ -113,7 +119,7 @@ torch::jit::Module mode_module(const LoadedModel& model, const std::string& mode
     return checked_module(model, mode, true, arena, out);
   } catch (const std::exception& e) {
     out.winograd_fallback = reason_of(e);
-    out.winograd_layers = out.direct_blocked_layers = 0;
+    out.winograd_layers = out.direct_blocked_layers = out.linear_layers = 0;
     out.winograd_chunks.clear();
     out.applied = "onednn-direct";
     return checked_module(model, "onednn-direct", false, arena, out);
@@ -151,7 +157,7 @@ OptimizeOutcome optimize_model(const LoadedModel& model, const std::string& mode
     torch.input_dtype = mode == "bf16" ? at::kBFloat16 : at::kFloat;
   } catch (const std::exception& e) {
     out.applied = "none";
-    out.winograd_layers = out.direct_blocked_layers = 0;
+    out.winograd_layers = out.direct_blocked_layers = out.linear_layers = 0;
     out.winograd_chunks.clear();
     out.fallback = reason_of(e);
   }

@@ -3,7 +3,9 @@
 // (parameters become constants, conv/linear + batch-norm fold) and runs
 // LibTorch's optimize_for_inference (oneDNN weight prepacking); "onednn" (the
 // default) also runs every 3x3 convolution it can as oneDNN's Winograd
-// (winograd_rewrite.h), falling back to onednn-direct if that fails its check;
+// (winograd_rewrite.h) and every linear layer on oneDNN's inner product with
+// prepacked weights (linear_rewrite.h), falling back to onednn-direct if that
+// fails its check;
 // "bf16" is onednn-direct after converting the weights to bfloat16. Called by the executor
 // factory; in process mode with `shared`, so the result lives in a WeightArena.
 #pragma once
@@ -23,7 +25,8 @@ struct OptimizeOutcome {
   int winograd_layers = 0;        // convolutions run as Winograd (onednn only)
   int direct_blocked_layers = 0;  // ... and from plain input into their blocked layout (winograd_conv.h)
   std::vector<int64_t> winograd_chunks;  // items per oneDNN call, per layer of both kinds (measured)
-  std::string winograd_fallback;  // why onednn fell back to direct convolutions ("" if not)
+  int linear_layers = 0;          // linear layers on oneDNN's prepacked inner product (onednn only)
+  std::string winograd_fallback;  // why onednn fell back to LibTorch's layers alone ("" if not)
   double seconds = 0;      // time spent optimizing (and checking)
   double max_difference = 0;  // |optimized - as loaded| on the check batch
   size_t shared_bytes = 0;    // live bytes in the weight arena (shared only)

@@ -6,13 +6,13 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <string>
 #include <tuple>
+
+#include "worker/onednn_context.h"
 
 namespace corepool {
 namespace {
@@ -20,17 +20,6 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 using DataType = memory::data_type;
-
-dnnl::engine& cpu_engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
-
-// Streams are cheap but not to be shared between threads.
-dnnl::stream& thread_stream() {
-  thread_local dnnl::stream stream(cpu_engine());
-  return stream;
-}
 
 // Inference-only primitive descriptor for `n` items of [c, h, w] into `o`
 // channels, blocked output, weights in whatever layout the kernel picks
@@ -55,35 +44,8 @@ dnnl::convolution_forward::primitive_desc conv_desc(int64_t n, int64_t c, int64_
     ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
     attr.set_post_ops(ops);
   }
-  return dnnl::convolution_forward::primitive_desc(desc, attr, cpu_engine());
+  return dnnl::convolution_forward::primitive_desc(desc, attr, onednn_engine());
 }
-
-// oneDNN's Winograd scratchpad holds the transformed input and output tiles:
-// 1-50 MB per call for CNN10. A fresh allocation that size is a fresh mmap (glibc)
-// or freshly purged pages (jemalloc) every call, and the page faults cost as much
-// as the convolution itself (measured: 11 vs 18 ms per segment). So each thread
-// keeps one buffer, grown to the largest call it has made. It comes from
-// malloc, never the c10 allocator: inside the optimizer's arena scope that would
-// put it in the arena, which is sealed read-only before any worker writes it.
-void* thread_scratch(size_t bytes) {
-  struct Buffer {
-    std::unique_ptr<void, decltype(&std::free)> data{nullptr, &std::free};
-    size_t size = 0;
-  };
-  thread_local Buffer buffer;
-  if (buffer.size < bytes) {
-    const size_t rounded = (bytes + 4095) / 4096 * 4096;
-    buffer.data.reset(std::aligned_alloc(4096, rounded));
-    TORCH_CHECK(buffer.data, "WinogradConv: cannot allocate a scratchpad of ", rounded, " bytes");
-    buffer.size = rounded;
-  }
-  return buffer.data.get();
-}
-
-// oneDNN reads the calling thread's OpenMP thread count. LibTorch applies its
-// own setting (1 in corepool) to a thread lazily, on that thread's first
-// parallel query: make sure that has happened before oneDNN runs here.
-void apply_libtorch_threads() { (void)at::get_num_threads(); }
 
 }  // namespace
 
@@ -147,15 +109,15 @@ const WinogradConv::Primitive& WinogradConv::primitive(int64_t chunk, int64_t he
     // Every layout the chunk sizes need, transformed now: this first call runs
     // in the optimizer's arena scope, later ones would not.
     layouts = std::make_unique<Layouts>();
-    memory plain({{out_channels(), in_channels(), 3, 3}, DataType::f32, Tag::oihw}, cpu_engine(),
+    memory plain({{out_channels(), in_channels(), 3, 3}, DataType::f32, Tag::oihw}, onednn_engine(),
                        weight_.data_ptr());
     for (int64_t n = 1; n <= kMaxChunk; ++n) {
       const memory::desc desc = conv_desc(n, in_channels(), out_channels(), height, width, relu_, plain_input_).weights_desc();
       if (std::find(layouts->descs.begin(), layouts->descs.end(), desc) != layouts->descs.end()) continue;
       at::Tensor packed = at::empty({static_cast<int64_t>(desc.get_size())}, at::kByte);
-      memory target(desc, cpu_engine(), packed.data_ptr());
-      dnnl::reorder(plain, target).execute(thread_stream(), plain, target);
-      thread_stream().wait();
+      memory target(desc, onednn_engine(), packed.data_ptr());
+      dnnl::reorder(plain, target).execute(onednn_thread_stream(), plain, target);
+      onednn_thread_stream().wait();
       layouts->descs.push_back(desc);
       layouts->packed.push_back(packed);
     }
@@ -175,18 +137,18 @@ const WinogradConv::Primitive& WinogradConv::primitive(int64_t chunk, int64_t he
 
 void WinogradConv::execute(int64_t chunk, int64_t height, int64_t width, const float* src, float* dst) {
   const Primitive& p = primitive(chunk, height, width);
-  memory src_mem(p.src_desc, cpu_engine(), const_cast<float*>(src));
-  memory weights(p.weights_desc, cpu_engine(), p.weights);
-  memory bias({{out_channels()}, DataType::f32, Tag::x}, cpu_engine(), bias_.data_ptr());
-  memory dst_mem(p.dst_desc, cpu_engine(), dst);
-  memory pad({{static_cast<int64_t>(p.scratch_bytes)}, DataType::u8, Tag::x}, cpu_engine(),
-             thread_scratch(p.scratch_bytes));
-  p.conv.execute(thread_stream(), {{DNNL_ARG_SRC, src_mem},
+  memory src_mem(p.src_desc, onednn_engine(), const_cast<float*>(src));
+  memory weights(p.weights_desc, onednn_engine(), p.weights);
+  memory bias({{out_channels()}, DataType::f32, Tag::x}, onednn_engine(), bias_.data_ptr());
+  memory dst_mem(p.dst_desc, onednn_engine(), dst);
+  memory pad({{static_cast<int64_t>(p.scratch_bytes)}, DataType::u8, Tag::x}, onednn_engine(),
+             onednn_thread_scratch(p.scratch_bytes));
+  p.conv.execute(onednn_thread_stream(), {{DNNL_ARG_SRC, src_mem},
                                    {DNNL_ARG_WEIGHTS, weights},
                                    {DNNL_ARG_BIAS, bias},
                                    {DNNL_ARG_DST, dst_mem},
                                    {DNNL_ARG_SCRATCHPAD, pad}});
-  thread_stream().wait();
+  onednn_thread_stream().wait();
 }
 
 void WinogradConv::set_chunk(int64_t items) {

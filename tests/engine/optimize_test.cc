@@ -216,7 +216,8 @@ double thread_mode_difference(const std::string& optimize, EnginePlan& plan) {
 // The small model (width 8) has five 3x3 convolutions with channels in
 // multiples of 16 and a first one from one log-mel channel: on an AVX-512 CPU
 // "onednn" runs the five as Winograd and the first as oneDNN's direct
-// convolution into the blocked layout.
+// convolution into the blocked layout; its one linear layer (the labels) runs
+// on oneDNN's prepacked inner product.
 int expected_winograd_layers() { return winograd_available(16, 16) ? 5 : 0; }
 int expected_direct_layers() { return expected_winograd_layers() > 0 && plain_input_available(1, 16) ? 1 : 0; }
 
@@ -227,12 +228,14 @@ TEST(OptimizeTest, ThreadModeOnednnScoresEqualTheModuleAsLoadedWithin1e5) {
   EXPECT_EQ(plan.optimize.winograd_layers, expected_winograd_layers()) << plan.optimize.winograd_fallback;
   EXPECT_EQ(plan.optimize.direct_blocked_layers, expected_direct_layers());
   EXPECT_EQ(plan.optimize.winograd_chunks.size(), static_cast<size_t>(expected_winograd_layers() + expected_direct_layers()));
+  EXPECT_EQ(plan.optimize.linear_layers, 1);
 }
 
 TEST(OptimizeTest, ThreadModeOnednnDirectScoresEqualTheModuleAsLoadedWithoutWinograd) {
   EnginePlan plan;
   EXPECT_LE(thread_mode_difference("onednn-direct", plan), 1e-5);
   EXPECT_EQ(plan.optimize.winograd_layers, 0);
+  EXPECT_EQ(plan.optimize.linear_layers, 0) << "onednn-direct is LibTorch's layers alone";
 }
 
 TEST(OptimizeTest, Bf16StaysWithinItsToleranceOfTheModuleAsLoaded) {
@@ -336,6 +339,7 @@ TEST(DISABLED_OptimizeChild, ProcessModeScores) {
   const auto got = executor_scores(engine_config("process", "onednn"), model, segments, &plan);
   ASSERT_EQ(plan.optimize.applied, "onednn") << plan.optimize.fallback;
   EXPECT_EQ(plan.optimize.winograd_layers, expected_winograd_layers()) << plan.optimize.winograd_fallback;
+  EXPECT_EQ(plan.optimize.linear_layers, 1);
   // The prepacked weights are the arena's: at least as many bytes as the model's weights.
   EXPECT_GE(plan.optimize.shared_bytes, model->weight_bytes * 9 / 10);
   EXPECT_LE(max_difference(got, reference_scores(model_dir, segments)), 1e-5);

@@ -1,0 +1,128 @@
+// The weights' layout is chosen once, for one row: oneDNN's inner product
+// picks the same layout and kernel for every row count (checked for 1 to 64
+// rows and several shapes on AVX-512), and a primitive made for another count
+// reads it as given.
+#include "worker/onednn_linear.h"
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <torch/library.h>
+
+#include "worker/onednn_context.h"
+
+namespace corepool {
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+using DataType = memory::data_type;
+
+}  // namespace
+
+struct OnednnLinear::Primitive {
+  dnnl::inner_product_forward ip;
+  memory::desc src_desc, dst_desc;
+  size_t scratch_bytes = 0;
+  std::string kernel;
+};
+
+OnednnLinear::OnednnLinear(const at::Tensor& weight, const c10::optional<at::Tensor>& bias, bool relu)
+    : in_(weight.dim() == 2 ? weight.size(1) : 0), out_(weight.dim() == 2 ? weight.size(0) : 0), relu_(relu) {
+  TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == at::kFloat && in_ > 0 && out_ > 0,
+              "OnednnLinear: weights must be fp32 [out, in], got ", weight.sizes(), " ", weight.scalar_type());
+  if (bias.has_value()) {
+    TORCH_CHECK(bias->numel() == out_ && bias->scalar_type() == at::kFloat, "OnednnLinear: bias must be fp32 [",
+                out_, "], got ", bias->sizes(), " ", bias->scalar_type());
+    bias_ = bias->reshape({out_}).contiguous();
+  } else {
+    bias_ = at::zeros({out_});
+  }
+  weights_desc_ = desc(1, memory::desc({out_, in_}, DataType::f32, Tag::any)).weights_desc();
+  // at::empty: the c10 allocator, so inside the optimizer's arena scope the
+  // packed weights are allocated in the arena.
+  packed_ = at::empty({static_cast<int64_t>(weights_desc_.get_size())}, at::kByte);
+  const at::Tensor plain_weight = weight.contiguous();
+  memory plain({{out_, in_}, DataType::f32, Tag::oi}, onednn_engine(), plain_weight.data_ptr());
+  memory target(weights_desc_, onednn_engine(), packed_.data_ptr());
+  dnnl::reorder(plain, target).execute(onednn_thread_stream(), plain, target);
+  onednn_thread_stream().wait();
+}
+
+OnednnLinear::~OnednnLinear() = default;
+
+dnnl::inner_product_forward::primitive_desc OnednnLinear::desc(int64_t rows, const memory::desc& weights) const {
+  const memory::desc src({rows, in_}, DataType::f32, Tag::nc);
+  const memory::desc bias({out_}, DataType::f32, Tag::x);
+  const memory::desc dst({rows, out_}, DataType::f32, Tag::nc);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (relu_) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    attr.set_post_ops(ops);
+  }
+  const dnnl::inner_product_forward::desc d(dnnl::prop_kind::forward_inference, src, weights, bias, dst);
+  return dnnl::inner_product_forward::primitive_desc(d, attr, onednn_engine());
+}
+
+const OnednnLinear::Primitive& OnednnLinear::primitive(int64_t rows) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = primitives_.find(rows); it != primitives_.end()) return *it->second;
+  const auto pd = desc(rows, weights_desc_);
+  auto made = std::make_unique<Primitive>();
+  made->src_desc = pd.src_desc();
+  made->dst_desc = pd.dst_desc();
+  made->scratch_bytes = pd.scratchpad_desc().get_size();
+  made->kernel = pd.impl_info_str();
+  made->ip = dnnl::inner_product_forward(pd);
+  return *primitives_.emplace(rows, std::move(made)).first->second;
+}
+
+std::string OnednnLinear::kernel() const {
+  return desc(1, weights_desc_).impl_info_str();
+}
+
+at::Tensor OnednnLinear::run(const at::Tensor& x) {
+  TORCH_CHECK(x.dim() >= 1 && x.size(-1) == in_ && x.scalar_type() == at::kFloat, "OnednnLinear: input must be fp32 [..., ",
+              in_, "], got ", x.sizes(), " ", x.scalar_type());
+  std::vector<int64_t> out_shape = x.sizes().vec();
+  out_shape.back() = out_;
+  // A oneDNN-layout tensor from LibTorch's own passes comes back to dense first.
+  const at::Tensor input = (x.is_mkldnn() ? x.to_dense() : x).reshape({-1, in_}).contiguous();
+  const int64_t rows = input.size(0);
+  at::Tensor out = at::empty({rows, out_}, input.options());
+  if (rows > 0) {
+    apply_libtorch_threads();
+    const Primitive& p = primitive(rows);
+    memory src(p.src_desc, onednn_engine(), input.data_ptr());
+    memory weights(weights_desc_, onednn_engine(), packed_.data_ptr());
+    memory bias({{out_}, DataType::f32, Tag::x}, onednn_engine(), bias_.data_ptr());
+    memory dst(p.dst_desc, onednn_engine(), out.data_ptr());
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, dst}};
+    if (p.scratch_bytes > 0) {
+      args.emplace(DNNL_ARG_SCRATCHPAD, memory({{static_cast<int64_t>(p.scratch_bytes)}, DataType::u8, Tag::x},
+                                               onednn_engine(), onednn_thread_scratch(p.scratch_bytes)));
+    }
+    p.ip.execute(onednn_thread_stream(), args);
+    onednn_thread_stream().wait();
+  }
+  return out.view(out_shape);
+}
+
+namespace {
+
+at::Tensor onednn_linear_op(const at::Tensor& x, const c10::intrusive_ptr<OnednnLinear>& layer) {
+  return layer->run(x);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(corepool, m) {
+  m.class_<OnednnLinear>("OnednnLinear");
+  m.def("onednn_linear(Tensor x, __torch__.torch.classes.corepool.OnednnLinear layer) -> Tensor", onednn_linear_op);
+}
+
+}  // namespace corepool
