@@ -52,6 +52,16 @@ std::string preload_for(const std::string& wanted, const std::string& current) {
 // stops them in a fork child) and purge on their own allocations instead.
 const char* const kDefaultMallocConf = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0";
 
+// OpenBLAS starts its thread pool (one thread per cpu but one) when the library
+// loads, before main(), and each idle pool thread spins on sched_yield for a
+// while after it starts or wakes: measured 5,000-8,000 yields per process and
+// up to 56,000 involuntary context switches in one 1-s process-mode bench
+// point, stealing the cpu from the forward()s. corepool runs OpenBLAS with the
+// engine's intra-op count (runtime.h), 1 by default, and raising it later
+// starts the threads it needs; so the re-exec below starts it at one thread
+// unless the user set a count.
+constexpr const char* kBlasThreadsEnv = "OPENBLAS_NUM_THREADS";
+
 std::string allocator_in_use() { return ::dlsym(RTLD_DEFAULT, "mallctl") ? "jemalloc" : "system"; }
 
 std::string ensure_allocator(const std::string& wanted, char** argv) {
@@ -69,7 +79,8 @@ std::string ensure_allocator(const std::string& wanted, char** argv) {
                                       " (install libjemalloc2); running on the system allocator"
                                 : "jemalloc is linked into the process; it cannot be switched off";
   }
-  if (allocator_in_use() == wanted) return "";
+  if (allocator_in_use() == wanted && std::getenv(kBlasThreadsEnv)) return "";
+  ::setenv(kBlasThreadsEnv, "1", 0);  // the user's wins
   const char* preload = std::getenv("LD_PRELOAD");
   const std::string original = preload ? preload : "";
   ::setenv(kReexecMarker, original.c_str(), 1);

@@ -16,8 +16,10 @@ extern const char* const kDefaultMallocConf;
 // "jemalloc" when jemalloc's mallctl is resolvable in this process, else "system".
 std::string allocator_in_use();
 
-// If this process does not run on `wanted` ("jemalloc" | "system"), execv()s
-// /proc/self/exe with the same argv and LD_PRELOAD adjusted; does not return
+// If this process does not run on `wanted` ("jemalloc" | "system"), or
+// OPENBLAS_NUM_THREADS is unset, execv()s /proc/self/exe with the same argv,
+// LD_PRELOAD adjusted and OPENBLAS_NUM_THREADS=1 unless the user set it
+// (OpenBLAS's pool starts before main: allocator.cc says why); does not return
 // then. Returns when nothing needs doing, or when a re-exec already happened
 // and could not help (jemalloc not installed, or linked in by someone else):
 // the reason is in the returned text, "" when the wanted allocator runs.

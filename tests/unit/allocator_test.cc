@@ -66,12 +66,16 @@ testing::ProcessResult run_on_jemalloc(const std::string& test, const std::strin
 }
 
 // Runs DISABLED_AllocatorChild.SwitchesTo asking for `wanted`, with LD_PRELOAD
-// set to `preload` (unset when empty); returns what it printed.
-testing::ProcessResult run_child(const std::string& wanted, const std::string& preload) {
+// set to `preload` (unset when empty) and OPENBLAS_NUM_THREADS to
+// `blas_threads` (unset when empty); returns what it printed.
+testing::ProcessResult run_child(const std::string& wanted, const std::string& preload,
+                                 const std::string& blas_threads = "") {
   testing::TempDir dir;
   std::vector<std::string> env = {std::string(kChildEnv) + "=" + wanted};
   if (!preload.empty()) env.push_back("LD_PRELOAD=" + preload);
+  if (!blas_threads.empty()) env.push_back("OPENBLAS_NUM_THREADS=" + blas_threads);
   ::unsetenv("LD_PRELOAD");  // ours is not the child's business
+  ::unsetenv("OPENBLAS_NUM_THREADS");
   ::unsetenv(kPassEnv);
   const auto child =
       testing::spawn_process(testing::self_test_argv("DISABLED_AllocatorChild.SwitchesTo"), dir.path(), env);
@@ -133,8 +137,26 @@ TEST(AllocatorTest, AskingForTheSystemAllocatorReExecutesWithoutJemalloc) {
 }
 
 TEST(AllocatorTest, AlreadyOnTheWantedAllocatorNothingHappens) {
-  // No re-exec (which would replace this test process): the wanted one runs.
+  // No re-exec (which would replace this test process): the wanted one runs
+  // and OpenBLAS's thread count is set (an unset one re-executes: below).
+  ::setenv("OPENBLAS_NUM_THREADS", "1", 0);
   EXPECT_EQ(ensure_allocator(allocator_in_use(), nullptr), "");
+}
+
+// OpenBLAS's pool starts before main(): a process without a thread count is
+// re-executed with OPENBLAS_NUM_THREADS=1, even on the allocator it wants.
+TEST(AllocatorTest, AnUnsetOpenblasThreadCountReExecutesWithOne) {
+  const testing::ProcessResult r = run_child("system", "");
+  EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
+  EXPECT_NE(r.out.find("child: OPENBLAS_NUM_THREADS=1\n"), std::string::npos) << r.out;
+}
+
+// A count the user set is kept through the allocator's re-exec.
+TEST(AllocatorTest, TheUsersOpenblasThreadCountIsKept) {
+  if (!jemalloc_installed()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
+  const testing::ProcessResult r = run_child("jemalloc", "", "3");
+  EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
+  EXPECT_NE(r.out.find("child: OPENBLAS_NUM_THREADS=3\n"), std::string::npos) << r.out;
 }
 
 // jemalloc with background threads configured: a forked process has none
@@ -253,6 +275,8 @@ TEST(DISABLED_AllocatorChild, SwitchesTo) {
   EXPECT_EQ(now ? now : "", user_preload);
   EXPECT_EQ(std::getenv("COREPOOL_ALLOCATOR_REEXEC"), nullptr);
   std::printf("child: re-executed, on %s\n", wanted.c_str());
+  const char* blas = std::getenv("OPENBLAS_NUM_THREADS");
+  std::printf("child: OPENBLAS_NUM_THREADS=%s\n", blas ? blas : "(unset)");
 }
 
 }  // namespace

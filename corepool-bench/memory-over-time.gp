@@ -1,0 +1,86 @@
+set terminal pngcairo size 960,600 enhanced font 'sans,11'
+set linetype 1 lc rgb '#1f77b4'
+set linetype 2 lc rgb '#d62728'
+set linetype 3 lc rgb '#2ca02c'
+set linetype 4 lc rgb '#ff7f0e'
+set linetype 5 lc rgb '#9467bd'
+set linetype 6 lc rgb '#8c564b'
+set linetype 7 lc rgb '#e377c2'
+set linetype 8 lc rgb '#17becf'
+set linetype cycle 8
+set key below
+set grid
+set output 'corepool-bench/memory-over-time.png'
+set title "Memory over one run (2 workers, intra-op 1; start-up included)"
+set xlabel "time since the point started (s)"
+set ylabel "PSS of the process and its workers (MB)"
+set yrange [0:*]
+$m0 << EOD
+0.00587741 111.278
+0.112102 167.954
+0.218295 193.587
+0.3247 214.231
+0.4326 229.798
+0.541575 253.446
+0.652164 268.552
+0.763486 294.54
+0.870812 301.384
+0.982453 333.169
+1.09062 360.802
+1.19862 350.845
+1.31013 354.228
+1.42202 355.95
+1.53438 383.806
+1.6465 366.438
+1.75853 371.485
+1.87101 366.185
+1.98224 366.263
+2.09403 365.177
+2.20626 379.97
+2.2966 386.123
+2.33223 400.559
+2.4538 432.887
+2.5716 447.953
+2.6907 444.652
+2.80841 444.656
+2.9303 444.645
+3.04491 444.645
+3.1626 444.641
+3.25203 436.559
+EOD
+$m1 << EOD
+0.00839409 111.491
+0.116976 164.47
+0.225983 195.063
+0.33691 216.345
+0.442953 246.712
+0.548727 268.72
+0.65409 270.688
+0.759949 302.329
+0.865291 309.618
+0.971092 336.192
+1.08002 346.329
+1.1888 358.349
+1.29528 360.247
+1.40625 383.095
+1.51201 370.583
+1.61807 366.208
+1.7272 365.935
+1.83555 358.149
+1.94433 375.919
+2.05341 380.63
+2.16243 388.942
+2.29039 402.951
+2.29325 382.788
+2.43116 420.219
+2.57025 437.742
+2.70503 437.759
+2.84403 433.262
+2.98427 428.864
+3.11937 428.864
+3.25681 428.896
+3.28787 416.282
+3.36979 388.742
+EOD
+plot $m0 using 1:2 with lines lw 2 title "thread mode, jemalloc", \
+     $m1 using 1:2 with lines lw 2 dt 2 title "process mode, jemalloc"
