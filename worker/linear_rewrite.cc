@@ -10,6 +10,7 @@
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 
+#include "worker/graph_match.h"
 #include "worker/onednn_linear.h"
 
 namespace corepool {
@@ -70,14 +71,6 @@ std::optional<LinearParts> parts_of(const Node* n) {
     return parts;
   }
   return std::nullopt;
-}
-
-// The ReLU that is the only use of `v`, if any.
-Node* sole_relu(Value* v) {
-  if (v->uses().size() != 1) return nullptr;
-  Node* user = v->uses()[0].user;
-  const std::string kind = user->kind().toQualString();
-  return kind == "aten::relu" || kind == "aten::relu_" ? user : nullptr;
 }
 
 // oneDNN's reference kernel would be slower than what it replaces.

@@ -35,4 +35,15 @@ void* onednn_thread_scratch(size_t bytes) {
 
 void apply_libtorch_threads() { (void)at::get_num_threads(); }
 
+dnnl::primitive_attr inference_attr(bool relu) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (relu) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    attr.set_post_ops(ops);
+  }
+  return attr;
+}
+
 }  // namespace corepool

@@ -28,4 +28,9 @@ void* onednn_thread_scratch(size_t bytes);
 // parallel query: make sure that has happened before oneDNN runs here.
 void apply_libtorch_threads();
 
+// The attributes of every primitive here: the scratchpad passed by the caller
+// (onednn_thread_scratch, so threads never share one) and, with `relu`, a
+// fused ReLU.
+dnnl::primitive_attr inference_attr(bool relu);
+
 }  // namespace corepool

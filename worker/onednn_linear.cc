@@ -56,15 +56,8 @@ dnnl::inner_product_forward::primitive_desc OnednnLinear::desc(int64_t rows, con
   const memory::desc src({rows, in_}, DataType::f32, Tag::nc);
   const memory::desc bias({out_}, DataType::f32, Tag::x);
   const memory::desc dst({rows, out_}, DataType::f32, Tag::nc);
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (relu_) {
-    dnnl::post_ops ops;
-    ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-    attr.set_post_ops(ops);
-  }
   const dnnl::inner_product_forward::desc d(dnnl::prop_kind::forward_inference, src, weights, bias, dst);
-  return dnnl::inner_product_forward::primitive_desc(d, attr, onednn_engine());
+  return dnnl::inner_product_forward::primitive_desc(d, inference_attr(relu_), onednn_engine());
 }
 
 const OnednnLinear::Primitive& OnednnLinear::primitive(int64_t rows) {

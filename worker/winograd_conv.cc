@@ -37,14 +37,7 @@ dnnl::convolution_forward::primitive_desc conv_desc(int64_t n, int64_t c, int64_
       dnnl::prop_kind::forward_inference,
       plain_input ? dnnl::algorithm::convolution_direct : dnnl::algorithm::convolution_winograd, src, weights, bias,
       dst, {1, 1}, {1, 1}, {1, 1});
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (relu) {
-    dnnl::post_ops ops;
-    ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-    attr.set_post_ops(ops);
-  }
-  return dnnl::convolution_forward::primitive_desc(desc, attr, onednn_engine());
+  return dnnl::convolution_forward::primitive_desc(desc, inference_attr(relu), onednn_engine());
 }
 
 }  // namespace

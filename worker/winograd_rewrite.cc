@@ -11,6 +11,7 @@
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 
+#include "worker/graph_match.h"
 #include "worker/winograd_conv.h"
 
 namespace corepool {
@@ -49,14 +50,6 @@ Value* insert_call(Graph& graph, c10::Symbol op, std::vector<Value*> inputs) {
   Node* n = graph.insertNode(graph.create(op, inputs));
   n->output()->setType(c10::TensorType::get());
   return n->output();
-}
-
-// The ReLU that is the only use of `v`, if any.
-Node* sole_relu(Value* v) {
-  if (v->uses().size() != 1) return nullptr;
-  Node* user = v->uses()[0].user;
-  const auto kind = user->kind().toQualString();
-  return std::string(kind) == "aten::relu" || std::string(kind) == "aten::relu_" ? user : nullptr;
 }
 
 // Replaces one eligible convolution; returns 0 (not eligible), 1 (Winograd)

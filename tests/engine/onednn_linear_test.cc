@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/engine/graph_nodes.h"
 #include "worker/linear_rewrite.h"
 #include "worker/onednn_linear.h"
 
@@ -103,11 +104,7 @@ def forward(self, x, p):
   return m;
 }
 
-int count_nodes(torch::jit::Module& m, const char* kind) {
-  int n = 0;
-  for (auto* node : m.get_method("forward").graph()->nodes()) n += node->kind().toQualString() == std::string(kind);
-  return n;
-}
+using testing::count_nodes;
 
 TEST(LinearRewriteTest, OnlyEligibleLayersAreRewrittenAndTheModuleStillComputesTheSame) {
   at::manual_seed(20261126);

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/engine/graph_nodes.h"
 #include "worker/winograd_calibrate.h"
 #include "worker/winograd_conv.h"
 #include "worker/winograd_rewrite.h"
@@ -167,11 +168,7 @@ def forward(self, x):
   return m;
 }
 
-int count_nodes(torch::jit::Module& m, const char* kind) {
-  int n = 0;
-  for (auto* node : m.get_method("forward").graph()->nodes()) n += node->kind().toQualString() == std::string(kind);
-  return n;
-}
+using testing::count_nodes;
 
 TEST(WinogradRewriteTest, OnlyEligibleConvolutionsAreRewrittenAndTheModuleStillComputesTheSame) {
   if (!have_winograd()) GTEST_SKIP() << "oneDNN has no Winograd kernel for this CPU";
