@@ -60,6 +60,7 @@ run memory-respawn "$COREPOOL" --log-level warn bench --memory --respawn --model
   --worker-counts 1,2,4,8
 
 run ring "$BUILD/bench/corepool-ring-bench"
+run linear "$BUILD/bench/corepool-linear-bench"
 
 "$BUILD/models/corepool-gen-model" --out "$BUILD/tiny-model" --width 4 >/dev/null
 run serve "$BUILD/bench/corepool-serve-bench" --corepool "$COREPOOL" --model "$CNN10" --latency-model "$BUILD/tiny-model"
