@@ -24,8 +24,8 @@ void* onednn_thread_scratch(size_t bytes) {
     size_t size = 0;
   };
   thread_local Buffer buffer;
-  if (buffer.size < bytes || !buffer.data) {
-    const size_t rounded = (bytes + 4095) / 4096 * 4096 + (bytes == 0 ? 4096 : 0);
+  if (buffer.size < bytes) {
+    const size_t rounded = (bytes + 4095) / 4096 * 4096;
     buffer.data.reset(std::aligned_alloc(4096, rounded));
     TORCH_CHECK(buffer.data, "oneDNN: cannot allocate a scratchpad of ", rounded, " bytes");
     buffer.size = rounded;

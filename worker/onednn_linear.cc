@@ -25,7 +25,6 @@ struct OnednnLinear::Primitive {
   dnnl::inner_product_forward ip;
   memory::desc src_desc, dst_desc;
   size_t scratch_bytes = 0;
-  std::string kernel;
 };
 
 OnednnLinear::OnednnLinear(const at::Tensor& weight, const c10::optional<at::Tensor>& bias, bool relu)
@@ -39,7 +38,9 @@ OnednnLinear::OnednnLinear(const at::Tensor& weight, const c10::optional<at::Ten
   } else {
     bias_ = at::zeros({out_});
   }
-  weights_desc_ = desc(1, memory::desc({out_, in_}, DataType::f32, Tag::any)).weights_desc();
+  const auto chosen = desc(1, memory::desc({out_, in_}, DataType::f32, Tag::any));
+  weights_desc_ = chosen.weights_desc();
+  kernel_ = chosen.impl_info_str();
   // at::empty: the c10 allocator, so inside the optimizer's arena scope the
   // packed weights are allocated in the arena.
   packed_ = at::empty({static_cast<int64_t>(weights_desc_.get_size())}, at::kByte);
@@ -68,13 +69,8 @@ const OnednnLinear::Primitive& OnednnLinear::primitive(int64_t rows) {
   made->src_desc = pd.src_desc();
   made->dst_desc = pd.dst_desc();
   made->scratch_bytes = pd.scratchpad_desc().get_size();
-  made->kernel = pd.impl_info_str();
   made->ip = dnnl::inner_product_forward(pd);
   return *primitives_.emplace(rows, std::move(made)).first->second;
-}
-
-std::string OnednnLinear::kernel() const {
-  return desc(1, weights_desc_).impl_info_str();
 }
 
 at::Tensor OnednnLinear::run(const at::Tensor& x) {

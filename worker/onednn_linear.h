@@ -2,10 +2,10 @@
 // product on weights prepacked once into the layout its kernel reads. LibTorch
 // 1.13 runs a frozen model's addmm through OpenBLAS's sgemm, which at the small
 // batches of a serving engine spends most of its time packing the weight
-// matrix on every call: on the 316 MB memory-bench model (a 1.2M x 64 hidden
-// layer) 104-117 ms per forward at batch 1-8, against 33-40 ms here, which is
-// about one read of the weights at this machine's memory bandwidth
-// (bench/RESULTS.md). The prepacking runs when the graph pass
+// matrix on every call: on the 316 MB memory-bench model's 1.2M x 64 hidden
+// layer, 110-115 ms per call at 1-4 rows against 35-39 ms here, which is
+// about one read of the weights at that machine's memory bandwidth
+// (corepool-linear-bench, bench/RESULTS.md). The prepacking runs when the graph pass
 // (linear_rewrite.h) makes the layer, inside the optimizer's WeightArena scope:
 // one physical copy for every worker.
 // Thread-safe: engine threads share one object; its primitive cache is behind a mutex.
@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include <oneapi/dnnl/dnnl.hpp>
 #include <torch/custom_class.h>
@@ -35,7 +36,7 @@ class OnednnLinear : public torch::CustomClassHolder {
   int64_t out_features() const { return out_; }
   bool relu() const { return relu_; }
   // The name of the kernel oneDNN chose (e.g. "brgemm:avx512_core").
-  std::string kernel() const;
+  const std::string& kernel() const { return kernel_; }
 
  private:
   struct Primitive;  // one oneDNN primitive per row count
@@ -47,6 +48,7 @@ class OnednnLinear : public torch::CustomClassHolder {
   at::Tensor bias_;    // [out] fp32 (zeros without a bias)
   at::Tensor packed_;  // uint8: the weights in weights_desc_'s layout
   dnnl::memory::desc weights_desc_;
+  std::string kernel_;
   std::mutex mu_;
   std::map<int64_t, std::unique_ptr<Primitive>> primitives_;  // by row count
 };
