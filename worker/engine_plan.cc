@@ -20,6 +20,9 @@ std::string EnginePlan::text() const {
     if (optimize.direct_blocked_layers > 0) s += fmt::format(" after {} direct", optimize.direct_blocked_layers);
     s += fmt::format(" (items per call {})", fmt::join(optimize.winograd_chunks, ","));
   }
+  if (optimize.own_winograd_layers > 0) {
+    s += fmt::format(", {} convolutions as corepool's Winograd F(4x4,3x3)", optimize.own_winograd_layers);
+  }
   if (optimize.linear_layers > 0) {
     s += fmt::format(", {} linear layer{} on prepacked weights", optimize.linear_layers,
                      optimize.linear_layers == 1 ? "" : "s");

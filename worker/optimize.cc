@@ -83,6 +83,7 @@ torch::jit::Module checked_module(const LoadedModel& model, const std::string& m
     optimized = optimized_module(torch.module, bf16, own_layers, rewrite, out.linear_layers);
     out.winograd_layers = rewrite.winograd;
     out.direct_blocked_layers = rewrite.direct;
+    out.own_winograd_layers = rewrite.own;
     const torch::Tensor input = check_batch(model.config);
     const torch::Tensor want = run(torch.module, input);
     // The first forward also makes whatever the module caches lazily (oneDNN's
@@ -119,8 +120,7 @@ torch::jit::Module mode_module(const LoadedModel& model, const std::string& mode
     return checked_module(model, mode, true, arena, out);
   } catch (const std::exception& e) {
     out.winograd_fallback = reason_of(e);
-    out.winograd_layers = out.direct_blocked_layers = out.linear_layers = 0;
-    out.winograd_chunks.clear();
+    out.clear_own_layers();
     out.applied = "onednn-direct";
     return checked_module(model, "onednn-direct", false, arena, out);
   }
@@ -157,8 +157,7 @@ OptimizeOutcome optimize_model(const LoadedModel& model, const std::string& mode
     torch.input_dtype = mode == "bf16" ? at::kBFloat16 : at::kFloat;
   } catch (const std::exception& e) {
     out.applied = "none";
-    out.winograd_layers = out.direct_blocked_layers = out.linear_layers = 0;
-    out.winograd_chunks.clear();
+    out.clear_own_layers();
     out.fallback = reason_of(e);
   }
   // After a fallback the arena is kept too (unsealed, unused): something the

@@ -2,8 +2,8 @@
 // model before any engine or worker exists. "onednn-direct" freezes the module
 // (parameters become constants, conv/linear + batch-norm fold) and runs
 // LibTorch's optimize_for_inference (oneDNN weight prepacking); "onednn" (the
-// default) also runs every 3x3 convolution it can as oneDNN's Winograd
-// (winograd_rewrite.h) and every linear layer on oneDNN's inner product with
+// default) also runs every 3x3 convolution it can as Winograd (oneDNN's on
+// AVX-512, else corepool's own F(4x4, 3x3): winograd_rewrite.h) and every linear layer on oneDNN's inner product with
 // prepacked weights (linear_rewrite.h), falling back to onednn-direct if that
 // fails its check;
 // "bf16" is onednn-direct after converting the weights to bfloat16. Called by the executor
@@ -24,11 +24,17 @@ struct OptimizeOutcome {
   std::string fallback;    // why `requested` was not applied ("" if it was)
   int winograd_layers = 0;        // convolutions run as Winograd (onednn only)
   int direct_blocked_layers = 0;  // ... and from plain input into their blocked layout (winograd_conv.h)
+  int own_winograd_layers = 0;    // convolutions run as corepool's own Winograd (winograd_f43.h; no oneDNN Winograd here)
   std::vector<int64_t> winograd_chunks;  // items per oneDNN call, per layer of both kinds (measured)
   int linear_layers = 0;          // linear layers on oneDNN's prepacked inner product (onednn only)
   std::string winograd_fallback;  // why onednn fell back to LibTorch's layers alone ("" if not)
   double seconds = 0;      // time spent optimizing (and checking)
   double max_difference = 0;  // |optimized - as loaded| on the check batch
+  // Forgets corepool's own layers (after a fallback to LibTorch's alone).
+  void clear_own_layers() {
+    winograd_layers = direct_blocked_layers = own_winograd_layers = linear_layers = 0;
+    winograd_chunks.clear();
+  }
   size_t shared_bytes = 0;    // live bytes in the weight arena (shared only)
   bool huge_pages = false;    // the arena is in transparent huge pages (weight_arena.h)
 };

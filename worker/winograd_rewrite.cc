@@ -13,6 +13,7 @@
 
 #include "worker/graph_match.h"
 #include "worker/winograd_conv.h"
+#include "worker/winograd_f43.h"
 
 namespace corepool {
 namespace {
@@ -24,14 +25,16 @@ using torch::jit::Value;
 const c10::Symbol kToBlocked = c10::Symbol::fromQualString("corepool::to_blocked");
 const c10::Symbol kFromBlocked = c10::Symbol::fromQualString("corepool::from_blocked");
 const c10::Symbol kWinograd = c10::Symbol::fromQualString("corepool::winograd_conv3x3");
+const c10::Symbol kWinogradF43 = c10::Symbol::fromQualString("corepool::winograd_f43");
 
 bool list_is(const Value* v, std::vector<int64_t> want) {
   const auto got = torch::jit::constant_as<std::vector<int64_t>>(v);
   return got.has_value() && *got == want;
 }
 
-// The constant fp32 [O, C, 3, 3] weights of a convolution Winograd can run, or undefined.
-at::Tensor winograd_weights(const Node* conv) {
+// The constant fp32 [O, C, 3, 3] weights of a 3x3 convolution with stride 1,
+// padding 1, no dilation and one group (Winograd's case), or undefined.
+at::Tensor conv3x3_weights(const Node* conv) {
   if (conv->kind() != c10::Symbol::fromQualString("aten::conv2d") || conv->inputs().size() != 7) return {};
   const auto weight = torch::jit::constant_as<at::Tensor>(conv->input(1));
   if (!weight || weight->dim() != 4 || weight->scalar_type() != at::kFloat) return {};
@@ -40,10 +43,24 @@ at::Tensor winograd_weights(const Node* conv) {
   if (torch::jit::constant_as<int64_t>(conv->input(6)) != c10::optional<int64_t>(1)) return {};
   const auto bias = torch::jit::toIValue(conv->input(2));
   if (!bias || !(bias->isNone() || (bias->isTensor() && bias->toTensor().scalar_type() == at::kFloat))) return {};
-  if (!winograd_available(weight->size(1), weight->size(0)) && !plain_input_available(weight->size(1), weight->size(0))) {
+  return *weight;
+}
+
+// The weights of a convolution oneDNN's Winograd (or its direct kernel from
+// plain input) can run, or undefined.
+at::Tensor winograd_weights(const Node* conv) {
+  const at::Tensor weight = conv3x3_weights(conv);
+  if (!weight.defined()) return {};
+  if (!winograd_available(weight.size(1), weight.size(0)) && !plain_input_available(weight.size(1), weight.size(0))) {
     return {};
   }
-  return *weight;
+  return weight;
+}
+
+c10::optional<at::Tensor> bias_of(const Node* conv) {
+  const auto bias_value = torch::jit::toIValue(conv->input(2));
+  if (bias_value->isTensor()) return bias_value->toTensor();
+  return c10::nullopt;
 }
 
 Value* insert_call(Graph& graph, c10::Symbol op, std::vector<Value*> inputs) {
@@ -57,9 +74,7 @@ Value* insert_call(Graph& graph, c10::Symbol op, std::vector<Value*> inputs) {
 int replace_conv(Graph& graph, Node* conv) {
   const at::Tensor weight = winograd_weights(conv);
   if (!weight.defined()) return 0;
-  const auto bias_value = torch::jit::toIValue(conv->input(2));
-  c10::optional<at::Tensor> bias;
-  if (bias_value->isTensor()) bias = bias_value->toTensor();
+  const c10::optional<at::Tensor> bias = bias_of(conv);
   Node* relu = sole_relu(conv->output());
   torch::jit::WithInsertPoint guard(relu ? relu : conv);
   // Input channels that do not fill a block: a direct convolution from plain input.
@@ -73,6 +88,22 @@ int replace_conv(Graph& graph, Node* conv) {
   if (relu) relu->destroy();
   conv->destroy();
   return plain_input ? 2 : 1;
+}
+
+// No oneDNN Winograd on this CPU: corepool's own F(4x4, 3x3) on NCHW
+// (winograd_f43.h) for a convolution with enough input channels, its ReLU
+// fused. Returns whether it replaced the convolution.
+bool replace_conv_f43(Graph& graph, Node* conv) {
+  const at::Tensor weight = conv3x3_weights(conv);
+  if (!weight.defined() || weight.size(1) < WinogradF43::kMinInChannels) return false;
+  Node* relu = sole_relu(conv->output());
+  torch::jit::WithInsertPoint guard(relu ? relu : conv);
+  Value* ctx = graph.insertConstant(c10::IValue(c10::make_intrusive<WinogradF43>(weight, bias_of(conv), relu != nullptr)));
+  Value* out = insert_call(graph, kWinogradF43, {conv->input(0), ctx});
+  (relu ? relu : conv)->output()->replaceAllUsesWith(out);
+  if (relu) relu->destroy();
+  conv->destroy();
+  return true;
 }
 
 // avg_pool2d / max_pool2d of a from_blocked: the same pooling on the blocked tensor.
@@ -109,6 +140,14 @@ void cancel_round_trips(Graph& graph) {
 
 }  // namespace
 
+WinogradRewrite rewrite_own_winograd(torch::jit::Module& frozen) {
+  std::shared_ptr<Graph> graph = frozen.get_method("forward").graph();
+  WinogradRewrite done;
+  for (Node* n : nodes_of(*graph, "aten::conv2d")) done.own += replace_conv_f43(*graph, n);
+  torch::jit::EliminateDeadCode(graph);
+  return done;
+}
+
 WinogradRewrite rewrite_winograd(torch::jit::Module& frozen) {
   std::shared_ptr<Graph> graph = frozen.get_method("forward").graph();
   WinogradRewrite done;
@@ -119,7 +158,7 @@ WinogradRewrite rewrite_winograd(torch::jit::Module& frozen) {
     const at::Tensor w = winograd_weights(n);
     return w.defined() && w.size(1) % kChannelBlock == 0;
   });
-  if (!any_winograd) return done;
+  if (!any_winograd) return rewrite_own_winograd(frozen);
   for (Node* n : convs) {
     const int kind = replace_conv(*graph, n);
     done.winograd += kind == 1;

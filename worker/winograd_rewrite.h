@@ -5,7 +5,10 @@
 // one whose input channels do not fill a block (the first layer: oneDNN's
 // direct kernel from plain input, so that the chain starts blocked); and the
 // pooling between such convolutions runs on the blocked layout, so activations
-// are converted only where the chain starts and ends. Called by optimize.cc.
+// are converted only where the chain starts and ends. On a CPU whose oneDNN
+// has no Winograd kernel (no AVX-512), every such convolution with at least
+// 16 input channels runs as corepool's own Winograd F(4x4, 3x3) on plain NCHW
+// instead (winograd_f43.h). Called by optimize.cc.
 #pragma once
 
 #include <torch/script.h>
@@ -15,10 +18,17 @@ namespace corepool {
 struct WinogradRewrite {
   int winograd = 0;  // convolutions now run as Winograd
   int direct = 0;    // convolutions from plain input now run direct into the blocked layout
+  int own = 0;       // convolutions now run as corepool's own Winograd (no oneDNN Winograd here)
 };
 
 // Rewrites the forward() of a frozen module in place (nothing changes when no
 // convolution can run as Winograd).
 WinogradRewrite rewrite_winograd(torch::jit::Module& frozen);
+
+// The own-kernel half alone, whatever the CPU: every 3x3 convolution with at
+// least WinogradF43::kMinInChannels input channels becomes a
+// corepool::winograd_f43 call, its ReLU fused. rewrite_winograd calls it where
+// oneDNN has no Winograd kernel.
+WinogradRewrite rewrite_own_winograd(torch::jit::Module& frozen);
 
 }  // namespace corepool

@@ -217,8 +217,10 @@ double thread_mode_difference(const std::string& optimize, EnginePlan& plan) {
 // multiples of 16 and a first one from one log-mel channel: on an AVX-512 CPU
 // "onednn" runs the five as Winograd and the first as oneDNN's direct
 // convolution into the blocked layout; its one linear layer (the labels) runs
-// on oneDNN's prepacked inner product.
+// on oneDNN's prepacked inner product. On a CPU without oneDNN's Winograd the
+// same five run as corepool's own Winograd F(4x4, 3x3) (winograd_f43.h).
 int expected_winograd_layers() { return winograd_available(16, 16) ? 5 : 0; }
+int expected_own_winograd_layers() { return winograd_available(16, 16) ? 0 : 5; }
 int expected_direct_layers() { return expected_winograd_layers() > 0 && plain_input_available(1, 16) ? 1 : 0; }
 
 TEST(OptimizeTest, ThreadModeOnednnScoresEqualTheModuleAsLoadedWithin1e5) {
@@ -227,6 +229,7 @@ TEST(OptimizeTest, ThreadModeOnednnScoresEqualTheModuleAsLoadedWithin1e5) {
   EXPECT_TRUE(plan.measured);
   EXPECT_EQ(plan.optimize.winograd_layers, expected_winograd_layers()) << plan.optimize.winograd_fallback;
   EXPECT_EQ(plan.optimize.direct_blocked_layers, expected_direct_layers());
+  EXPECT_EQ(plan.optimize.own_winograd_layers, expected_own_winograd_layers());
   EXPECT_EQ(plan.optimize.winograd_chunks.size(), static_cast<size_t>(expected_winograd_layers() + expected_direct_layers()));
   EXPECT_EQ(plan.optimize.linear_layers, 1);
 }
@@ -235,6 +238,7 @@ TEST(OptimizeTest, ThreadModeOnednnDirectScoresEqualTheModuleAsLoadedWithoutWino
   EnginePlan plan;
   EXPECT_LE(thread_mode_difference("onednn-direct", plan), 1e-5);
   EXPECT_EQ(plan.optimize.winograd_layers, 0);
+  EXPECT_EQ(plan.optimize.own_winograd_layers, 0);
   EXPECT_EQ(plan.optimize.linear_layers, 0) << "onednn-direct is LibTorch's layers alone";
 }
 
@@ -339,6 +343,7 @@ TEST(DISABLED_OptimizeChild, ProcessModeScores) {
   const auto got = executor_scores(engine_config("process", "onednn"), model, segments, &plan);
   ASSERT_EQ(plan.optimize.applied, "onednn") << plan.optimize.fallback;
   EXPECT_EQ(plan.optimize.winograd_layers, expected_winograd_layers()) << plan.optimize.winograd_fallback;
+  EXPECT_EQ(plan.optimize.own_winograd_layers, expected_own_winograd_layers());
   EXPECT_EQ(plan.optimize.linear_layers, 1);
   // The prepacked weights are the arena's: at least as many bytes as the model's weights.
   EXPECT_GE(plan.optimize.shared_bytes, model->weight_bytes * 9 / 10);

@@ -1,0 +1,50 @@
+// A 3x3 convolution (stride 1, padding 1, no dilation, one group) as Winograd
+// F(4x4, 3x3) on plain NCHW tensors, written here, for CPUs whose oneDNN has
+// no Winograd kernel (oneDNN 2.6 has one for AVX-512 only: winograd_conv.h).
+// On an AVX2 core oneDNN's direct convolutions already run CNN10 near the
+// FMA peak, so the only way further is fewer multiplications: F(4x4, 3x3)
+// does a quarter of them (36 products per 4x4 output tile instead of 144).
+//
+// One call, per block of tiles:
+//   1. input transform  V[p][c][t] = (B^T d B)[p]  for the 6x6 input patch d of tile t, channel c;
+//   2. 36 matrix products  M[p] = U[p] V[p]  ([O x C] x [C x tiles], oneDNN's sgemm);
+//   3. output transform  y = A^T m A  per tile and output channel, + bias, ReLU if fused.
+// U = G g G^T (the weights, [36][O][C]) is made once, when the graph pass makes
+// the layer: inside the optimizer's WeightArena scope, so one physical copy
+// for every worker. The transforms are loops the compiler vectorizes (an AVX2
+// clone is picked at run time where the CPU has it).
+// Thread-safe: run() only reads the object; its scratch is per thread.
+#pragma once
+
+#include <cstdint>
+
+#include <torch/custom_class.h>
+#include <torch/script.h>
+
+namespace corepool {
+
+class WinogradF43 : public torch::CustomClassHolder {
+ public:
+  // Convolutions with fewer input channels are left to LibTorch: the
+  // transforms would cost more than the products they save.
+  static constexpr int64_t kMinInChannels = 16;
+
+  // weight: [O, C, 3, 3] fp32; bias: [O] or none. Throws c10::Error otherwise.
+  WinogradF43(const at::Tensor& weight, const c10::optional<at::Tensor>& bias, bool relu);
+
+  // x: fp32 [N, C, H, W] -> [N, O, H, W].
+  at::Tensor run(const at::Tensor& x) const;
+
+  int64_t in_channels() const { return in_; }
+  int64_t out_channels() const { return out_; }
+  bool relu() const { return relu_; }
+
+ private:
+  int64_t in_;
+  int64_t out_;
+  bool relu_;
+  at::Tensor u_;     // [36, O, C]: each tap's weights, transformed
+  at::Tensor bias_;  // [O] (zeros without a bias)
+};
+
+}  // namespace corepool
