@@ -36,7 +36,7 @@ TEST(WinogradF43Test, EqualsANaiveConvolutionOnEveryMapSize) {
 }
 
 // Wide maps and many channels: a call runs in several blocks of tile rows
-// (2 MB of transformed input and products each), the CNN10 shape included.
+// (8 MB of scratch each: four here), the CNN10 shape included.
 TEST(WinogradF43Test, ManyBlocksPerCallAndNoBiasGiveTheSameConvolution) {
   const at::Tensor w = at::randn({64, 64, 3, 3}) * 0.05;
   const auto conv = c10::make_intrusive<WinogradF43>(w, c10::nullopt, false);
