@@ -37,18 +37,8 @@ constexpr int64_t kBlockBytes = int64_t{8} << 20;
 // out[j][x] = sum_k B^T[j][k] in[k][x], x < n.
 __attribute__((target_clones("avx2", "default"))) void apply_bt(const float* const in[6], float* const out[6],
                                                                          int64_t n) {
-  const float* __restrict a0 = in[0];
-  const float* __restrict a1 = in[1];
-  const float* __restrict a2 = in[2];
-  const float* __restrict a3 = in[3];
-  const float* __restrict a4 = in[4];
-  const float* __restrict a5 = in[5];
-  float* __restrict o0 = out[0];
-  float* __restrict o1 = out[1];
-  float* __restrict o2 = out[2];
-  float* __restrict o3 = out[3];
-  float* __restrict o4 = out[4];
-  float* __restrict o5 = out[5];
+  const float *a0 = in[0], *a1 = in[1], *a2 = in[2], *a3 = in[3], *a4 = in[4], *a5 = in[5];
+  float *o0 = out[0], *o1 = out[1], *o2 = out[2], *o3 = out[3], *o4 = out[4], *o5 = out[5];
   // The arrays never overlap; without this, GCC would need more run-time
   // alias checks than it is willing to emit, and leave the loop scalar.
 #pragma GCC ivdep
@@ -65,16 +55,8 @@ __attribute__((target_clones("avx2", "default"))) void apply_bt(const float* con
 // out[q][x] = sum_j A^T[q][j] in[j][x], x < n.
 __attribute__((target_clones("avx2", "default"))) void apply_at(const float* const in[6], float* const out[4],
                                                                          int64_t n) {
-  const float* __restrict a0 = in[0];
-  const float* __restrict a1 = in[1];
-  const float* __restrict a2 = in[2];
-  const float* __restrict a3 = in[3];
-  const float* __restrict a4 = in[4];
-  const float* __restrict a5 = in[5];
-  float* __restrict o0 = out[0];
-  float* __restrict o1 = out[1];
-  float* __restrict o2 = out[2];
-  float* __restrict o3 = out[3];
+  const float *a0 = in[0], *a1 = in[1], *a2 = in[2], *a3 = in[3], *a4 = in[4], *a5 = in[5];
+  float *o0 = out[0], *o1 = out[1], *o2 = out[2], *o3 = out[3];
 #pragma GCC ivdep
   for (int64_t x = 0; x < n; ++x) {
     const float s12 = a1[x] + a2[x], d12 = a1[x] - a2[x];
