@@ -19,10 +19,13 @@
 namespace corepool {
 namespace {
 
-// Both engines on the same items, in batches of 16.
+using Deadline = std::optional<std::chrono::steady_clock::time_point>;
+
+// Both engines on the same items, in batches of 16, until the deadline.
 void compare(Engine& fp32, Engine& bf16, const std::vector<BatchItem>& items, const ModelConfig& cfg,
-             Agreement& a) {
+             const Deadline& deadline, Agreement& a) {
   for (size_t at = 0; at < items.size(); at += 16) {
+    if (deadline && std::chrono::steady_clock::now() > *deadline) return;
     const std::vector<BatchItem> batch(items.begin() + at, items.begin() + std::min(items.size(), at + 16));
     const auto s32 = fp32.infer_items(batch), s16 = bf16.infer_items(batch);
     for (size_t i = 0; i < batch.size(); ++i) {
@@ -65,7 +68,7 @@ std::shared_ptr<const LoadedModel> optimized(const std::string& dir, const std::
 
 }  // namespace
 
-Bf16Agreement measure_bf16_agreement(const std::string& dir) {
+Bf16Agreement measure_bf16_agreement(const std::string& dir, Deadline deadline) {
   const auto fp32_model = optimized(dir, "onednn");
   const auto bf16_model = optimized(dir, "bf16");
   const ModelConfig& cfg = fp32_model->config;
@@ -85,12 +88,14 @@ Bf16Agreement measure_bf16_agreement(const std::string& dir) {
     for (int64_t i = 0; i < x.size(0); ++i) {
       items.push_back({x.data_ptr<float>() + i * static_cast<int64_t>(cfg.item_floats()), TaskInput::kModelInput});
     }
-    compare(fp32, bf16, items, cfg, r.held_out);
+    r.planned += items.size();
+    compare(fp32, bf16, items, cfg, deadline, r.held_out);
   }
   const auto segments = demo_segments(cfg);
   std::vector<BatchItem> items;
   for (const auto& s : segments) items.push_back({s.data(), TaskInput::kPcm});
-  compare(fp32, bf16, items, cfg, r.demo);
+  r.planned += items.size();
+  compare(fp32, bf16, items, cfg, deadline, r.demo);
   return r;
 }
 
