@@ -3,11 +3,12 @@
 //   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
 //   G   = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
 //   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
-// Tiles are laid out row by row (item, tile row, tile column), and every
-// transform runs over all channels and tiles of a block at once, one array
-// per tap, so that its loops are long, unit-stride and vectorize (a loop per
-// tile row would be 3 tiles long on an 8x12 map). The input's columns are
-// first split by their position in the tile (x mod 4, "phases"): patch
+// Tiles are numbered row by row (item, tile row, tile column) with no gaps,
+// and the transforms work on eight consecutive tiles of one channel at once,
+// in registers: each reads its input once and writes its result once (the
+// 6x6 intermediate stays in registers and L1). For that, the six input rows
+// of a tile row are first split by column position in the tile (x mod 4,
+// "phases"), so that a patch column of eight tiles is one vector: patch
 // column j of tile t is phase j of t for j < 4, phase j - 4 of t + 1 after.
 #include "worker/winograd_f43.h"
 
@@ -22,50 +23,52 @@
 #include <torch/library.h>
 
 #include "worker/onednn_context.h"
+#include "worker/packed_gemm.h"
 
 namespace corepool {
 namespace {
 
 constexpr int64_t kTaps = 36;  // 6x6 transformed points per tile
-// Scratch of one block of tile rows (phases, transformed input, products).
-// Each block reads all of U (36 MB for a 512 -> 512 layer), so fewer, larger
-// blocks pay for the cache misses they cost: measured on CNN10 (AMD EPYC
-// Zen 3, `corepool batch` on 120 s of noise, batch 2 and 4), 1 MB blocks
-// took 12.7 s, 2-4 MB 6.6-8.9 s, 8 MB 5.7-6.5 s, 16 MB 7.3 s.
-constexpr int64_t kBlockBytes = int64_t{8} << 20;
+constexpr int64_t kLanes = 8;  // tiles per vector in the transforms
+// Scratch of one block of tile rows: its transformed input and its products.
+// Every block reads all of U (36 MB for a 512 -> 512 layer), so blocks must
+// not be small; measured with corepool-winograd-bench on CNN10's layers
+// (AMD EPYC Zen 3, batch 2): 1 MB blocks took 48 ms in all, 4 and 16 MB 35.5.
+constexpr int64_t kBlockBytes = int64_t{4} << 20;
 
-// out[j][x] = sum_k B^T[j][k] in[k][x], x < n.
-__attribute__((target_clones("avx2", "default"))) void apply_bt(const float* const in[6], float* const out[6],
-                                                                         int64_t n) {
-  const float *a0 = in[0], *a1 = in[1], *a2 = in[2], *a3 = in[3], *a4 = in[4], *a5 = in[5];
-  float *o0 = out[0], *o1 = out[1], *o2 = out[2], *o3 = out[3], *o4 = out[4], *o5 = out[5];
-  // The arrays never overlap; without this, GCC would need more run-time
-  // alias checks than it is willing to emit, and leave the loop scalar.
-#pragma GCC ivdep
-  for (int64_t x = 0; x < n; ++x) {
-    o0[x] = 4 * a0[x] - 5 * a2[x] + a4[x];
-    o1[x] = -4 * (a1[x] + a2[x]) + a3[x] + a4[x];
-    o2[x] = 4 * (a1[x] - a2[x]) - a3[x] + a4[x];
-    o3[x] = 2 * (a3[x] - a1[x]) - a2[x] + a4[x];
-    o4[x] = 2 * (a1[x] - a3[x]) - a2[x] + a4[x];
-    o5[x] = 4 * a1[x] - 5 * a3[x] + a5[x];
-  }
+// Eight floats, eight tiles: one AVX register in the AVX2 clones, two SSE
+// registers in the default ones (GCC's generic vectors lower to either).
+typedef float Vec __attribute__((vector_size(32)));
+// Passing Vec by value has no stable ABI without AVX; these helpers are
+// internal and inlined, so GCC's warning about it does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+inline Vec load(const float* p) {
+  Vec v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
 }
 
-// out[q][x] = sum_j A^T[q][j] in[j][x], x < n.
-__attribute__((target_clones("avx2", "default"))) void apply_at(const float* const in[6], float* const out[4],
-                                                                         int64_t n) {
-  const float *a0 = in[0], *a1 = in[1], *a2 = in[2], *a3 = in[3], *a4 = in[4], *a5 = in[5];
-  float *o0 = out[0], *o1 = out[1], *o2 = out[2], *o3 = out[3];
-#pragma GCC ivdep
-  for (int64_t x = 0; x < n; ++x) {
-    const float s12 = a1[x] + a2[x], d12 = a1[x] - a2[x];
-    const float s34 = a3[x] + a4[x], d34 = a3[x] - a4[x];
-    o0[x] = a0[x] + s12 + s34;
-    o1[x] = d12 + 2 * d34;
-    o2[x] = s12 + 4 * s34;
-    o3[x] = d12 + 8 * d34 + a5[x];
-  }
+inline void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
+
+// o = B^T d along one axis of the 6x6 patch, for eight tiles at once.
+inline void bt6(const Vec d[6], Vec o[6]) {
+  o[0] = 4 * d[0] - 5 * d[2] + d[4];
+  o[1] = -4 * (d[1] + d[2]) + d[3] + d[4];
+  o[2] = 4 * (d[1] - d[2]) - d[3] + d[4];
+  o[3] = 2 * (d[3] - d[1]) - d[2] + d[4];
+  o[4] = 2 * (d[1] - d[3]) - d[2] + d[4];
+  o[5] = 4 * d[1] - 5 * d[3] + d[5];
+}
+
+// o = A^T m along one axis of the 6x6 products, for eight tiles at once.
+inline void at6(const Vec m[6], Vec o[4]) {
+  const Vec s12 = m[1] + m[2], d12 = m[1] - m[2];
+  const Vec s34 = m[3] + m[4], d34 = m[3] - m[4];
+  o[0] = m[0] + s12 + s34;
+  o[1] = d12 + 2 * d34;
+  o[2] = s12 + 4 * s34;
+  o[3] = d12 + 8 * d34 + m[5];
 }
 
 // dst[p][t] = src[4 t + p] for p < 4, t < tiles (dst[p] = dst + p * stride):
@@ -89,25 +92,6 @@ void deinterleave4(const float* src, int64_t tiles, float* dst, int64_t stride) 
   }
 }
 
-// The inverse: dst[4 t + p] = src[p][t] (src[p] = src + p * stride).
-void interleave4(const float* src, int64_t stride, int64_t tiles, float* dst) {
-  int64_t t = 0;
-#ifdef __SSE2__
-  for (; t + 4 <= tiles; t += 4) {
-    __m128 r0 = _mm_loadu_ps(src + t), r1 = _mm_loadu_ps(src + stride + t);
-    __m128 r2 = _mm_loadu_ps(src + 2 * stride + t), r3 = _mm_loadu_ps(src + 3 * stride + t);
-    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-    _mm_storeu_ps(dst + 4 * t, r0);
-    _mm_storeu_ps(dst + 4 * t + 4, r1);
-    _mm_storeu_ps(dst + 4 * t + 8, r2);
-    _mm_storeu_ps(dst + 4 * t + 12, r3);
-  }
-#endif
-  for (; t < tiles; ++t) {
-    for (int64_t p = 0; p < 4; ++p) dst[4 * t + p] = src[p * stride + t];
-  }
-}
-
 // U = G g G^T of one 3x3 kernel g, in double; tap p goes to u[p * stride].
 void transform_weights(const float* g, float* u, int64_t stride) {
   static constexpr double G[6][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6},
@@ -126,131 +110,189 @@ void transform_weights(const float* g, float* u, int64_t stride) {
   }
 }
 
-// The geometry of one call. Tile rows are padded by one tile: a tile's
-// patch columns 4 and 5 are the next tile's phases 0 and 1, so each row keeps
-// one more phase tile, and the padded tile's (meaningless) products are
-// computed and never read. That keeps every transform one unit-stride loop
-// over all channels and tiles of a block.
+// The geometry of one call. Tiles are numbered row by row over the whole
+// batch: tile row r is item r / tile_rows, tile row r % tile_rows.
 struct Geometry {
   int64_t channels, outputs, height, width;
   int64_t tile_rows, tile_cols;  // per item
-  int64_t padded_cols() const { return tile_cols + 1; }
+  // Vector groups per tile row, and the phase arrays' length: one more tile
+  // (a tile's patch columns 4 and 5 are the next tile's phases 0 and 1) and
+  // room for the last group's full-width loads.
+  int64_t groups() const { return (tile_cols + kLanes - 1) / kLanes; }
+  int64_t phase_len() const { return groups() * kLanes + 1; }
 };
 
-// One block: tile rows [first, first + rows) of the whole batch (row r is item
-// r / tile_rows, tile row r % tile_rows), padded_cols tiles each.
+// One block: tile rows [first, first + rows), their tiles numbered from 0;
+// `stride` (>= rows * tile_cols, a multiple of the GEMM's column panel) is
+// the row length of every [tap][channel][tile] array.
 struct Block {
-  int64_t first, rows, tiles;  // tiles = rows * padded_cols
+  int64_t first, rows, stride;
 };
 
 // Per-thread scratch, from malloc: never the c10 allocator, which inside the
 // optimizer's arena scope would put it in the sealed arena. Kept between
-// calls, so that its pages are faulted in once.
+// calls, so that its pages are faulted in once. One for a block's transformed
+// input and products, one for the few rows a transform works on.
 std::vector<float>& thread_scratch(size_t floats) {
   thread_local std::vector<float> s;
   if (s.size() < floats) s.resize(floats);
   return s;
 }
 
-// One row's worth of per-thread scratch (at least `floats`, exactly that many
-// elements visible).
-std::vector<float>& thread_row(size_t floats) {
-  thread_local std::vector<float> row;
-  row.resize(floats);
-  return row;
+std::vector<float>& thread_rows(size_t floats) {
+  thread_local std::vector<float> s;
+  if (s.size() < floats) s.resize(floats);
+  return s;
 }
 
-// Floats of scratch per padded tile: the phase arrays (24 per input channel)
-// and their vertical transform (24), reused by the output transform (40 per
-// output channel); the transformed input (36 per channel) and products (36 per
-// output channel).
-int64_t scratch_per_tile(const Geometry& g) {
-  return std::max(48 * g.channels, 40 * g.outputs) + 36 * (g.channels + g.outputs);
+// The six input rows of tile row ty (rows 4 ty - 1 .. 4 ty + 4) of one
+// channel plane, zero-padded and split by column phase:
+// phases[(k * 4 + p) * len + tx] = plane[4 ty - 1 + k][4 tx + p - 1].
+void split_rows(const Geometry& g, const float* plane, int64_t ty, float* phases, float* padded) {
+  const int64_t len = g.phase_len();
+  for (int64_t k = 0; k < 6; ++k) {
+    const int64_t y = 4 * ty - 1 + k;
+    if (y < 0 || y >= g.height) {  // padding rows
+      std::fill(phases + k * 4 * len, phases + (k + 1) * 4 * len, 0.0f);
+      continue;
+    }
+    // padded[x + 1] = row[x]: the left padding column first; zeros after.
+    std::copy(plane + y * g.width, plane + (y + 1) * g.width, padded + 1);
+    deinterleave4(padded, len, phases + k * 4 * len, len);
+  }
 }
 
-// The input's rows split by column phase, zero-padded: phases[(k * 4 + p) *
-// len + c * tiles + row * padded_cols + tx] is row 4 ty - 1 + k, column
-// 4 tx + p - 1 of channel c, for the block's tile row `row`.
-void split_phases(const Geometry& g, const Block& b, const float* input, float* phases) {
-  const int64_t len = g.channels * b.tiles;
-  std::fill(phases, phases + 24 * len, 0.0f);
-  // One input row with the left padding column in front: padded[x + 1] = src[x].
-  std::vector<float>& padded = thread_row(4 * g.padded_cols());
-  std::fill(padded.begin(), padded.end(), 0.0f);
-  for (int64_t row = 0; row < b.rows; ++row) {
-    const int64_t item = (b.first + row) / g.tile_rows, ty = (b.first + row) % g.tile_rows;
-    for (int64_t c = 0; c < g.channels; ++c) {
-      const float* plane = input + (item * g.channels + c) * g.height * g.width;
-      for (int64_t k = 0; k < 6; ++k) {
-        const int64_t y = 4 * ty - 1 + k;
-        if (y < 0 || y >= g.height) continue;
-        const float* src = plane + y * g.width;
-        std::copy(src, src + g.width, padded.begin() + 1);
-        deinterleave4(padded.data(), g.padded_cols(), phases + k * 4 * len + c * b.tiles + row * g.padded_cols(), len);
+// V = B^T d B of eight tiles (tx0 .. tx0 + 7 of the split rows), tap p to
+// v[p * tap_stride] (eight consecutive tiles).
+__attribute__((target_clones("avx2", "default"))) void input_tiles(const float* phases, int64_t len, int64_t tx0,
+                                                                    float* v, int64_t tap_stride) {
+  Vec rows[6][6];  // B^T applied along each row: rows[k][j]
+  for (int k = 0; k < 6; ++k) {
+    const float* r = phases + k * 4 * len + tx0;
+    const Vec d[6] = {load(r), load(r + len), load(r + 2 * len), load(r + 3 * len), load(r + 1), load(r + len + 1)};
+    bt6(d, rows[k]);
+  }
+  for (int j = 0; j < 6; ++j) {
+    const Vec d[6] = {rows[0][j], rows[1][j], rows[2][j], rows[3][j], rows[4][j], rows[5][j]};
+    Vec o[6];
+    bt6(d, o);
+    for (int i = 0; i < 6; ++i) store(v + (i * 6 + j) * tap_stride, o[i]);
+  }
+}
+
+// The transformed input of a block: v[(p * C + c) * stride + t].
+void transform_input(const Geometry& g, const Block& b, const float* input, float* v) {
+  const int64_t len = g.phase_len();
+  std::vector<float>& local = thread_rows(24 * len + 4 * len);  // phases, one padded row
+  float* phases = local.data();
+  float* padded = phases + 24 * len;
+  std::fill(padded, padded + 4 * len, 0.0f);
+  const int64_t tap_stride = g.channels * b.stride;
+  float spill[kTaps * kLanes];  // the last group's lanes past the block's tiles
+  for (int64_t c = 0; c < g.channels; ++c) {
+    for (int64_t row = 0; row < b.rows; ++row) {
+      const int64_t item = (b.first + row) / g.tile_rows, ty = (b.first + row) % g.tile_rows;
+      split_rows(g, input + (item * g.channels + c) * g.height * g.width, ty, phases, padded);
+      for (int64_t grp = 0; grp < g.groups(); ++grp) {
+        // Lanes past this row's tiles land on the next row's, written after
+        // (rows run in order); only past the block's last tile they would
+        // reach the next channel, so that group goes through `spill`.
+        const int64_t t = row * g.tile_cols + grp * kLanes;
+        float* dst = v + c * b.stride + t;
+        if (t + kLanes <= b.stride) {
+          input_tiles(phases, len, grp * kLanes, dst, tap_stride);
+          continue;
+        }
+        input_tiles(phases, len, grp * kLanes, spill, kLanes);
+        for (int64_t p = 0; p < kTaps; ++p) {
+          std::copy(spill + p * kLanes, spill + p * kLanes + (b.stride - t), dst + p * tap_stride);
+        }
       }
     }
+    // The padding tiles: zeros in, so their (unread) products are finite.
+    for (int64_t p = 0; p < kTaps; ++p) {
+      float* row = v + p * tap_stride + c * b.stride;
+      std::fill(row + b.rows * g.tile_cols, row + b.stride, 0.0f);
+    }
   }
 }
 
-// V = B^T d B for every tile and channel of the block: v[p * len + c * tiles + t].
-void transform_input(const Geometry& g, const Block& b, const float* input, float* work, float* v) {
-  const int64_t len = g.channels * b.tiles;
-  float* phases = work;             // [6 rows][4 phases][len]
-  float* vertical = work + 24 * len;  // [6 taps][4 phases][len]
-  split_phases(g, b, input, phases);
-  for (int64_t p = 0; p < 4; ++p) {
-    const float* in[6];
-    float* out[6];
-    for (int k = 0; k < 6; ++k) {
-      in[k] = phases + (k * 4 + p) * len;
-      out[k] = vertical + (k * 4 + p) * len;
-    }
-    apply_bt(in, out, len);
+// out[4 t + q] = y[q][t] for eight tiles t: four column vectors interleaved
+// into 32 consecutive output columns, in registers. (Storing the vectors and
+// reading them back in pieces stalls store-to-load forwarding.)
+inline void interleave4x8(const Vec y[4], Vec out[4]) {
+  typedef int Mask __attribute__((vector_size(32)));
+  const Mask lo = {0, 8, 1, 9, 2, 10, 3, 11}, hi = {4, 12, 5, 13, 6, 14, 7, 15};
+  const Mask first = {0, 1, 8, 9, 2, 3, 10, 11}, second = {4, 5, 12, 13, 6, 7, 14, 15};
+  const Vec lo01 = __builtin_shuffle(y[0], y[1], lo), lo23 = __builtin_shuffle(y[2], y[3], lo);
+  const Vec hi01 = __builtin_shuffle(y[0], y[1], hi), hi23 = __builtin_shuffle(y[2], y[3], hi);
+  out[0] = __builtin_shuffle(lo01, lo23, first);   // tiles 0, 1
+  out[1] = __builtin_shuffle(lo01, lo23, second);  // tiles 2, 3
+  out[2] = __builtin_shuffle(hi01, hi23, first);   // tiles 4, 5
+  out[3] = __builtin_shuffle(hi01, hi23, second);  // tiles 6, 7
+}
+
+// y = A^T m A + bias (ReLU if fused) of eight tiles of one output channel:
+// output row r's 32 columns (4 per tile) go to dst[r], for r < rows.
+__attribute__((target_clones("avx2", "default"))) void output_tiles(const float* m, int64_t tap_stride, float bias,
+                                                                     bool relu, float* const dst[4], int64_t rows) {
+  Vec cols[6][4];  // A^T applied along each row of products: cols[i][q]
+  for (int i = 0; i < 6; ++i) {
+    Vec r[6];
+    for (int j = 0; j < 6; ++j) r[j] = load(m + (i * 6 + j) * tap_stride);
+    at6(r, cols[i]);
   }
-  for (int64_t i = 0; i < 6; ++i) {
-    // Reading one past a phase array lands in the next one (or the tap after):
-    // only the padded tiles see it.
-    const float* r = vertical + i * 4 * len;
-    const float* in[6] = {r, r + len, r + 2 * len, r + 3 * len, r + 1, r + len + 1};
-    float* out[6];
-    for (int j = 0; j < 6; ++j) out[j] = v + (i * 6 + j) * len;
-    apply_bt(in, out, len);
+  Vec y[4][4];  // y[r][q]: output row r, column q of each tile
+  for (int q = 0; q < 4; ++q) {
+    const Vec d[6] = {cols[0][q], cols[1][q], cols[2][q], cols[3][q], cols[4][q], cols[5][q]};
+    Vec o[4];
+    at6(d, o);
+    for (int r = 0; r < 4; ++r) y[r][q] = o[r];
+  }
+  const Vec zero = {};
+  for (int64_t r = 0; r < rows; ++r) {
+    Vec out[4];
+    interleave4x8(y[r], out);
+    for (int k = 0; k < 4; ++k) {
+      Vec v = out[k] + bias;
+      if (relu) v = v > zero ? v : zero;
+      store(dst[r] + k * kLanes, v);
+    }
   }
 }
 
 // y = A^T m A + bias (ReLU if fused) for every tile and output channel of the
-// block, from the products m[p * len + o * tiles + t], into the output.
-void transform_output(const Geometry& g, const Block& b, const float* m, const float* bias, bool relu, float* work,
+// block, from the products m[(p * O + o) * stride + t], into the output.
+void transform_output(const Geometry& g, const Block& b, const float* m, const float* bias, bool relu,
                       float* output) {
-  const int64_t len = g.outputs * b.tiles;
-  float* horizontal = work;         // [6 rows][4 columns][len]
-  float* tile = work + 24 * len;    // [4 rows][4 columns][len]
-  for (int64_t i = 0; i < 6; ++i) {
-    const float* in[6];
-    for (int j = 0; j < 6; ++j) in[j] = m + (i * 6 + j) * len;
-    float* out[4];
-    for (int q = 0; q < 4; ++q) out[q] = horizontal + (i * 4 + q) * len;
-    apply_at(in, out, len);
-  }
-  for (int64_t q = 0; q < 4; ++q) {
-    const float* in[6];
-    for (int i = 0; i < 6; ++i) in[i] = horizontal + (i * 4 + q) * len;
-    float* out[4];
-    for (int r = 0; r < 4; ++r) out[r] = tile + (r * 4 + q) * len;
-    apply_at(in, out, len);
-  }
-  std::vector<float>& out_row = thread_row(4 * g.tile_cols);  // one output row, interleaved back
-  for (int64_t row = 0; row < b.rows; ++row) {
-    const int64_t item = (b.first + row) / g.tile_rows, ty = (b.first + row) % g.tile_rows;
-    for (int64_t o = 0; o < g.outputs; ++o) {
+  const int64_t tap_stride = g.outputs * b.stride;
+  float spill[kTaps * kLanes];    // the last group's products, padded to a full vector
+  float edge[4][4 * kLanes];      // a group's rows where they pass the map's right edge
+  for (int64_t o = 0; o < g.outputs; ++o) {
+    for (int64_t row = 0; row < b.rows; ++row) {
+      const int64_t item = (b.first + row) / g.tile_rows, ty = (b.first + row) % g.tile_rows;
       float* plane = output + (item * g.outputs + o) * g.height * g.width;
-      const int64_t base = o * b.tiles + row * g.padded_cols();
-      for (int64_t r = 0; r < 4 && 4 * ty + r < g.height; ++r) {
-        float* dst = plane + (4 * ty + r) * g.width;
-        interleave4(tile + r * 4 * len + base, len, g.tile_cols, out_row.data());
-        for (int64_t x = 0; x < g.width; ++x) {
-          const float value = out_row[x] + bias[o];
-          dst[x] = relu ? std::max(value, 0.0f) : value;
+      const int64_t rows = std::min<int64_t>(4, g.height - 4 * ty);
+      for (int64_t grp = 0; grp < g.groups(); ++grp) {
+        const int64_t t = row * g.tile_cols + grp * kLanes;
+        const float* src = m + o * b.stride + t;
+        int64_t step = tap_stride;
+        if (t + kLanes > b.stride) {  // a full vector would cross into the next channel's products
+          std::fill(spill, spill + kTaps * kLanes, 0.0f);
+          for (int64_t p = 0; p < kTaps; ++p) {
+            std::copy(src + p * tap_stride, src + p * tap_stride + (b.stride - t), spill + p * kLanes);
+          }
+          src = spill;
+          step = kLanes;
+        }
+        const int64_t x0 = 4 * grp * kLanes, columns = std::min<int64_t>(4 * kLanes, g.width - x0);
+        float* dst[4];
+        for (int64_t r = 0; r < 4; ++r) {
+          dst[r] = columns == 4 * kLanes ? plane + (4 * ty + std::min(r, rows - 1)) * g.width + x0 : edge[r];
+        }
+        output_tiles(src, step, bias[o], relu, dst, rows);
+        if (columns < 4 * kLanes) {
+          for (int64_t r = 0; r < rows; ++r) std::copy(edge[r], edge[r] + columns, plane + (4 * ty + r) * g.width + x0);
         }
       }
     }
@@ -259,18 +301,34 @@ void transform_output(const Geometry& g, const Block& b, const float* m, const f
 
 }  // namespace
 
-WinogradF43::WinogradF43(const at::Tensor& weight, const c10::optional<at::Tensor>& bias, bool relu)
-    : in_(weight.dim() == 4 ? weight.size(1) : 0), out_(weight.dim() == 4 ? weight.size(0) : 0), relu_(relu) {
+WinogradF43::WinogradF43(const at::Tensor& weight, const c10::optional<at::Tensor>& bias, bool relu, Options options)
+    : in_(weight.dim() == 4 ? weight.size(1) : 0),
+      out_(weight.dim() == 4 ? weight.size(0) : 0),
+      relu_(relu),
+      packed_(options.packed && packed_gemm_available()),
+      block_bytes_(options.block_bytes > 0 ? options.block_bytes : kBlockBytes) {
   TORCH_CHECK(weight.dim() == 4 && weight.size(2) == 3 && weight.size(3) == 3 && weight.scalar_type() == at::kFloat,
               "WinogradF43: weights must be fp32 [O, C, 3, 3], got ", weight.sizes(), " ", weight.scalar_type());
   TORCH_CHECK(!bias || (bias->dim() == 1 && bias->size(0) == out_ && bias->scalar_type() == at::kFloat),
               "WinogradF43: bias must be fp32 [", out_, "]");
   const at::Tensor g = weight.contiguous();
-  u_ = at::empty({kTaps, out_, in_}, weight.options());
+  // The plain transform [36][O][C] in malloc'ed memory: only what the object
+  // keeps comes from the c10 allocator (the optimizer's arena, if any).
+  std::vector<float> plain(kTaps * out_ * in_);
   for (int64_t o = 0; o < out_; ++o) {
     for (int64_t c = 0; c < in_; ++c) {
-      transform_weights(g.data_ptr<float>() + (o * in_ + c) * 9, u_.data_ptr<float>() + o * in_ + c, out_ * in_);
+      transform_weights(g.data_ptr<float>() + (o * in_ + c) * 9, plain.data() + o * in_ + c, out_ * in_);
     }
+  }
+  if (packed_) {
+    const int64_t tap = packed_floats(out_, in_);
+    u_ = at::empty({kTaps * tap}, weight.options());
+    for (int64_t p = 0; p < kTaps; ++p) {
+      pack_rows(plain.data() + p * out_ * in_, in_, out_, in_, u_.data_ptr<float>() + p * tap);
+    }
+  } else {
+    u_ = at::empty({kTaps, out_, in_}, weight.options());
+    std::copy(plain.begin(), plain.end(), u_.data_ptr<float>());
   }
   bias_ = bias ? bias->contiguous().clone() : at::zeros({out_}, weight.options());
 }
@@ -284,25 +342,34 @@ at::Tensor WinogradF43::run(const at::Tensor& x) const {
   at::Tensor out = at::empty({input.size(0), out_, g.height, g.width}, input.options());
   if (out.numel() == 0) return out;
   const int64_t rows = input.size(0) * g.tile_rows;
-  const int64_t row_floats = scratch_per_tile(g) * g.padded_cols();
-  const int64_t rows_per_block = std::clamp<int64_t>(kBlockBytes / (row_floats * 4), 1, rows);
-  float* scratch = thread_scratch(row_floats * rows_per_block + 1).data();
+  const int64_t per_tile = kTaps * (in_ + out_);  // floats of V and M per tile
+  const int64_t rows_per_block = std::clamp<int64_t>(block_bytes_ / (per_tile * g.tile_cols * 4), 1, rows);
+  // The packed kernel takes whole groups of kColumnAlign tiles: a block's row
+  // stride is rounded up (the extra tiles are zeros in, never read out).
+  const int64_t align = packed_ ? kColumnAlign : 1;
+  const auto stride_of = [&](int64_t n) { return (n * g.tile_cols + align - 1) / align * align; };
+  float* v = thread_scratch(per_tile * stride_of(rows_per_block)).data();  // [36][C][stride]
   const float* u = u_.data_ptr<float>();
   for (int64_t first = 0; first < rows; first += rows_per_block) {
     const int64_t n = std::min(rows_per_block, rows - first);
-    const Block b{first, n, n * g.padded_cols()};
-    float* work = scratch;                                                    // phases, then output transform
-    float* v = work + std::max(48 * in_, 40 * out_) * b.tiles;               // [36][C][tiles]
-    float* m = v + kTaps * in_ * b.tiles;                                     // [36][O][tiles]
-    transform_input(g, b, input.data_ptr<float>(), work, v);
-    for (int64_t p = 0; p < kTaps; ++p) {
-      const dnnl_status_t status = dnnl_sgemm('N', 'N', out_, b.tiles, in_, 1.0f, u + p * out_ * in_, in_,
-                                              v + p * in_ * b.tiles, b.tiles, 0.0f, m + p * out_ * b.tiles, b.tiles);
-      TORCH_CHECK(status == dnnl_success, "WinogradF43: oneDNN's sgemm failed (status ", static_cast<int>(status), ")");
-    }
-    transform_output(g, b, m, bias_.data_ptr<float>(), relu_, work, out.data_ptr<float>());
+    const Block b{first, n, stride_of(n)};
+    float* m = v + kTaps * in_ * b.stride;  // [36][O][stride]
+    transform_input(g, b, input.data_ptr<float>(), v);
+    for (int64_t p = 0; p < kTaps; ++p) multiply_tap(p, u, v + p * in_ * b.stride, b.stride, m + p * out_ * b.stride);
+    transform_output(g, b, m, bias_.data_ptr<float>(), relu_, out.data_ptr<float>());
   }
   return out;
+}
+
+// M[p] = U[p] V[p] for one tap: [O x C] x [C x tiles] -> [O x tiles].
+void WinogradF43::multiply_tap(int64_t p, const float* u, const float* v, int64_t tiles, float* m) const {
+  if (packed_) {
+    packed_gemm(u + p * packed_floats(out_, in_), out_, in_, v, tiles, tiles, m, tiles);
+    return;
+  }
+  const dnnl_status_t status =
+      dnnl_sgemm('N', 'N', out_, tiles, in_, 1.0f, u + p * out_ * in_, in_, v, tiles, 0.0f, m, tiles);
+  TORCH_CHECK(status == dnnl_success, "WinogradF43: oneDNN's sgemm failed (status ", static_cast<int>(status), ")");
 }
 
 namespace {

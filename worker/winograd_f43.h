@@ -7,12 +7,15 @@
 //
 // One call, per block of tiles:
 //   1. input transform  V[p][c][t] = (B^T d B)[p]  for the 6x6 input patch d of tile t, channel c;
-//   2. 36 matrix products  M[p] = U[p] V[p]  ([O x C] x [C x tiles], oneDNN's sgemm);
+//   2. 36 matrix products  M[p] = U[p] V[p]  ([O x C] x [C x tiles]): corepool's
+//      kernel on U packed once (packed_gemm.h) where the CPU has AVX2 + FMA,
+//      else oneDNN's sgemm;
 //   3. output transform  y = A^T m A  per tile and output channel, + bias, ReLU if fused.
 // U = G g G^T (the weights, [36][O][C]) is made once, when the graph pass makes
 // the layer: inside the optimizer's WeightArena scope, so one physical copy
-// for every worker. The transforms are loops the compiler vectorizes (an AVX2
-// clone is picked at run time where the CPU has it).
+// for every worker. The transforms work on eight tiles at a time in vector
+// registers (an AVX2 clone is picked at run time where the CPU has it), so
+// that each reads its input once and writes its result once.
 // Thread-safe: run() only reads the object; its scratch is per thread.
 #pragma once
 
@@ -29,8 +32,17 @@ class WinogradF43 : public torch::CustomClassHolder {
   // transforms would cost more than the products they save.
   static constexpr int64_t kMinInChannels = 16;
 
+  // How the products run. The defaults are the fastest; the others exist for
+  // tests and corepool-winograd-bench.
+  struct Options {
+    bool packed = true;        // corepool's packed kernel where the CPU has it (else oneDNN's sgemm)
+    int64_t block_bytes = 0;   // scratch per block of tile rows; 0 = the default
+  };
+
   // weight: [O, C, 3, 3] fp32; bias: [O] or none. Throws c10::Error otherwise.
-  WinogradF43(const at::Tensor& weight, const c10::optional<at::Tensor>& bias, bool relu);
+  WinogradF43(const at::Tensor& weight, const c10::optional<at::Tensor>& bias, bool relu, Options options);
+  WinogradF43(const at::Tensor& weight, const c10::optional<at::Tensor>& bias, bool relu)
+      : WinogradF43(weight, bias, relu, Options{}) {}
 
   // x: fp32 [N, C, H, W] -> [N, O, H, W].
   at::Tensor run(const at::Tensor& x) const;
@@ -38,12 +50,17 @@ class WinogradF43 : public torch::CustomClassHolder {
   int64_t in_channels() const { return in_; }
   int64_t out_channels() const { return out_; }
   bool relu() const { return relu_; }
+  bool packed() const { return packed_; }
 
  private:
+  void multiply_tap(int64_t p, const float* u, const float* v, int64_t tiles, float* m) const;
+
   int64_t in_;
   int64_t out_;
   bool relu_;
-  at::Tensor u_;     // [36, O, C]: each tap's weights, transformed
+  bool packed_;
+  int64_t block_bytes_;
+  at::Tensor u_;     // each tap's weights, transformed: [36, O, C], or per tap pack_rows() panels when packed_
   at::Tensor bias_;  // [O] (zeros without a bias)
 };
 

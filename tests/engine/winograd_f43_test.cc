@@ -17,11 +17,16 @@ namespace {
 
 double max_error(const at::Tensor& got, const at::Tensor& want) { return (got - want).abs().max().item<double>(); }
 
+// Both ways to run the products: corepool's packed kernel (where the CPU has
+// AVX2 + FMA) and oneDNN's sgemm.
+const WinogradF43::Options kPacked{true, 0}, kSgemm{false, 0};
+
 TEST(WinogradF43Test, EqualsANaiveConvolutionOnEveryMapSize) {
   const at::Tensor w = at::randn({24, 16, 3, 3}) * 0.2;
   const at::Tensor bias = at::randn({24});
-  for (bool relu : {false, true}) {
-    const auto conv = c10::make_intrusive<WinogradF43>(w, bias, relu);
+  for (auto [relu, options] : std::vector<std::pair<bool, WinogradF43::Options>>{
+           {false, kPacked}, {true, kPacked}, {true, kSgemm}}) {
+    const auto conv = c10::make_intrusive<WinogradF43>(w, bias, relu, options);
     for (auto [h, wd] : std::vector<std::pair<int64_t, int64_t>>{
              {1, 1}, {1, 9}, {9, 1}, {3, 3}, {4, 4}, {5, 7}, {8, 12}, {13, 6}, {16, 25}}) {
       for (int64_t n : {1, 3}) {
@@ -29,14 +34,14 @@ TEST(WinogradF43Test, EqualsANaiveConvolutionOnEveryMapSize) {
         const at::Tensor got = conv->run(x);
         ASSERT_EQ(got.sizes(), (std::vector<int64_t>{n, 24, h, wd}));
         EXPECT_LE(max_error(got, naive_conv3x3(x, w, bias, relu)), 1e-4)
-            << n << " x " << h << " x " << wd << " relu " << relu;
+            << n << " x " << h << " x " << wd << " relu " << relu << " packed " << conv->packed();
       }
     }
   }
 }
 
 // Wide maps and many channels: a call runs in several blocks of tile rows
-// (8 MB of scratch each: four here), the CNN10 shape included.
+// (4 MB of scratch each: several here), the CNN10 shape included.
 TEST(WinogradF43Test, ManyBlocksPerCallAndNoBiasGiveTheSameConvolution) {
   const at::Tensor w = at::randn({64, 64, 3, 3}) * 0.05;
   const auto conv = c10::make_intrusive<WinogradF43>(w, c10::nullopt, false);
@@ -45,6 +50,20 @@ TEST(WinogradF43Test, ManyBlocksPerCallAndNoBiasGiveTheSameConvolution) {
   // Not contiguous: run() reads a contiguous copy.
   const at::Tensor t = at::randn({2, 64, 11, 10}).transpose(2, 3);
   EXPECT_LE(max_error(conv->run(t), naive_conv3x3(t.contiguous(), w, at::zeros({64}), false)), 1e-4);
+}
+
+// Channel counts off the kernel's grid: outputs not a multiple of its 6-row
+// panels, inputs past its 256-wide chunks of k; small blocks (16 KB), so a
+// call runs in many, each ending inside a tile row's vector group.
+TEST(WinogradF43Test, OddChannelCountsAndSmallBlocksGiveTheSameConvolution) {
+  const at::Tensor w = at::randn({20, 300, 3, 3}) * 0.02;
+  const at::Tensor bias = at::randn({20});
+  const at::Tensor x = at::randn({3, 300, 7, 13});
+  const at::Tensor want = naive_conv3x3(x, w, bias, true);
+  for (const WinogradF43::Options& options : {kPacked, kSgemm, WinogradF43::Options{true, 16 << 10}}) {
+    const WinogradF43 conv(w, bias, true, options);
+    EXPECT_LE(max_error(conv.run(x), want), 1e-4) << "packed " << conv.packed() << " block " << options.block_bytes;
+  }
 }
 
 TEST(WinogradF43Test, WrongShapesAreErrorsNotCrashes) {
