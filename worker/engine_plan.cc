@@ -22,6 +22,7 @@ std::string EnginePlan::text() const {
   }
   if (optimize.own_winograd_layers > 0) {
     s += fmt::format(", {} convolutions as corepool's Winograd F(4x4,3x3)", optimize.own_winograd_layers);
+    if (optimize.own_pooled_layers > 0) s += fmt::format(" ({} with their 2x2 pool)", optimize.own_pooled_layers);
   }
   if (optimize.linear_layers > 0) {
     s += fmt::format(", {} linear layer{} on prepacked weights", optimize.linear_layers,

@@ -84,6 +84,7 @@ torch::jit::Module checked_module(const LoadedModel& model, const std::string& m
     out.winograd_layers = rewrite.winograd;
     out.direct_blocked_layers = rewrite.direct;
     out.own_winograd_layers = rewrite.own;
+    out.own_pooled_layers = rewrite.own_pooled;
     const torch::Tensor input = check_batch(model.config);
     const torch::Tensor want = run(torch.module, input);
     // The first forward also makes whatever the module caches lazily (oneDNN's

@@ -25,6 +25,7 @@ struct OptimizeOutcome {
   int winograd_layers = 0;        // convolutions run as Winograd (onednn only)
   int direct_blocked_layers = 0;  // ... and from plain input into their blocked layout (winograd_conv.h)
   int own_winograd_layers = 0;    // convolutions run as corepool's own Winograd (winograd_f43.h; no oneDNN Winograd here)
+  int own_pooled_layers = 0;      // ... of which with their 2x2 average pool fused
   std::vector<int64_t> winograd_chunks;  // items per oneDNN call, per layer of both kinds (measured)
   int linear_layers = 0;          // linear layers on oneDNN's prepacked inner product (onednn only)
   std::string winograd_fallback;  // why onednn fell back to LibTorch's layers alone ("" if not)
@@ -32,7 +33,7 @@ struct OptimizeOutcome {
   double max_difference = 0;  // |optimized - as loaded| on the check batch
   // Forgets corepool's own layers (after a fallback to LibTorch's alone).
   void clear_own_layers() {
-    winograd_layers = direct_blocked_layers = own_winograd_layers = linear_layers = 0;
+    winograd_layers = direct_blocked_layers = own_winograd_layers = own_pooled_layers = linear_layers = 0;
     winograd_chunks.clear();
   }
   size_t shared_bytes = 0;    // live bytes in the weight arena (shared only)

@@ -232,10 +232,25 @@ inline void interleave4x8(const Vec y[4], Vec out[4]) {
   out[3] = __builtin_shuffle(hi01, hi23, second);  // tiles 6, 7
 }
 
-// y = A^T m A + bias (ReLU if fused) of eight tiles of one output channel:
-// output row r's 32 columns (4 per tile) go to dst[r], for r < rows.
+// out[2 t + q] = y[q][t] for eight tiles t: two column vectors (a pooled
+// tile row) interleaved into 16 consecutive output columns.
+inline void interleave2x8(const Vec y[2], Vec out[2]) {
+  typedef int Mask __attribute__((vector_size(32)));
+  const Mask lo = {0, 8, 1, 9, 2, 10, 3, 11}, hi = {4, 12, 5, 13, 6, 14, 7, 15};
+  out[0] = __builtin_shuffle(y[0], y[1], lo);
+  out[1] = __builtin_shuffle(y[0], y[1], hi);
+}
+
+// What follows the products in one layer.
+struct Epilogue {
+  bool relu, pool;
+};
+
+// y = A^T m A + bias of eight tiles of one output channel, ReLU'd and pooled
+// if the epilogue says so. Output row r (of the tile's 4, or 2 pooled) goes to
+// dst[r] for r < rows: 32 columns (16 pooled), 4 (2) per tile.
 __attribute__((target_clones("avx2", "default"))) void output_tiles(const float* m, int64_t tap_stride, float bias,
-                                                                     bool relu, float* const dst[4], int64_t rows) {
+                                                                     Epilogue e, float* const dst[4], int64_t rows) {
   Vec cols[6][4];  // A^T applied along each row of products: cols[i][q]
   for (int i = 0; i < 6; ++i) {
     Vec r[6];
@@ -243,37 +258,51 @@ __attribute__((target_clones("avx2", "default"))) void output_tiles(const float*
     at6(r, cols[i]);
   }
   Vec y[4][4];  // y[r][q]: output row r, column q of each tile
+  const Vec zero = {};
   for (int q = 0; q < 4; ++q) {
     const Vec d[6] = {cols[0][q], cols[1][q], cols[2][q], cols[3][q], cols[4][q], cols[5][q]};
     Vec o[4];
     at6(d, o);
-    for (int r = 0; r < 4; ++r) y[r][q] = o[r];
+    for (int r = 0; r < 4; ++r) {
+      y[r][q] = o[r] + bias;
+      if (e.relu) y[r][q] = y[r][q] > zero ? y[r][q] : zero;
+    }
   }
-  const Vec zero = {};
   for (int64_t r = 0; r < rows; ++r) {
-    Vec out[4];
-    interleave4x8(y[r], out);
-    for (int k = 0; k < 4; ++k) {
-      Vec v = out[k] + bias;
-      if (relu) v = v > zero ? v : zero;
-      store(dst[r] + k * kLanes, v);
+    if (e.pool) {
+      const Vec pooled[2] = {0.25f * (y[2 * r][0] + y[2 * r][1] + y[2 * r + 1][0] + y[2 * r + 1][1]),
+                             0.25f * (y[2 * r][2] + y[2 * r][3] + y[2 * r + 1][2] + y[2 * r + 1][3])};
+      Vec out[2];
+      interleave2x8(pooled, out);
+      for (int k = 0; k < 2; ++k) store(dst[r] + k * kLanes, out[k]);
+    } else {
+      Vec out[4];
+      interleave4x8(y[r], out);
+      for (int k = 0; k < 4; ++k) store(dst[r] + k * kLanes, out[k]);
     }
   }
 }
 
-// y = A^T m A + bias (ReLU if fused) for every tile and output channel of the
-// block, from the products m[(p * O + o) * stride + t], into the output.
-void transform_output(const Geometry& g, const Block& b, const float* m, const float* bias, bool relu,
+// y = A^T m A + bias (ReLU, pool if fused) for every tile and output channel
+// of the block, from the products m[(p * O + o) * stride + t], into the
+// output ([N, O, H, W], or [N, O, H / 2, W / 2] pooled).
+void transform_output(const Geometry& g, const Block& b, const float* m, const float* bias, Epilogue e,
                       float* output) {
   const int64_t tap_stride = g.outputs * b.stride;
-  float spill[kTaps * kLanes];    // the last group's products, padded to a full vector
-  float edge[4][4 * kLanes];      // a group's rows where they pass the map's right edge
+  const int64_t scale = e.pool ? 2 : 1;  // output pixels per tile side: 4 / scale
+  const int64_t height = g.height / scale, width = g.width / scale, side = 4 / scale;
+  const int64_t group_columns = side * kLanes;
+  float spill[kTaps * kLanes];          // the last group's products, padded to a full vector
+  float edge[4][4 * kLanes];            // a group's rows where they pass the map's right edge
   for (int64_t o = 0; o < g.outputs; ++o) {
     for (int64_t row = 0; row < b.rows; ++row) {
       const int64_t item = (b.first + row) / g.tile_rows, ty = (b.first + row) % g.tile_rows;
-      float* plane = output + (item * g.outputs + o) * g.height * g.width;
-      const int64_t rows = std::min<int64_t>(4, g.height - 4 * ty);
+      float* plane = output + (item * g.outputs + o) * height * width;
+      const int64_t rows = std::min(side, height - side * ty);
+      if (rows <= 0) continue;  // a pooled map drops an odd last row
       for (int64_t grp = 0; grp < g.groups(); ++grp) {
+        const int64_t x0 = grp * group_columns, columns = std::min(group_columns, width - x0);
+        if (columns <= 0) break;  // ... and an odd last column
         const int64_t t = row * g.tile_cols + grp * kLanes;
         const float* src = m + o * b.stride + t;
         int64_t step = tap_stride;
@@ -285,14 +314,13 @@ void transform_output(const Geometry& g, const Block& b, const float* m, const f
           src = spill;
           step = kLanes;
         }
-        const int64_t x0 = 4 * grp * kLanes, columns = std::min<int64_t>(4 * kLanes, g.width - x0);
         float* dst[4];
         for (int64_t r = 0; r < 4; ++r) {
-          dst[r] = columns == 4 * kLanes ? plane + (4 * ty + std::min(r, rows - 1)) * g.width + x0 : edge[r];
+          dst[r] = columns == group_columns ? plane + (side * ty + std::min(r, rows - 1)) * width + x0 : edge[r];
         }
-        output_tiles(src, step, bias[o], relu, dst, rows);
-        if (columns < 4 * kLanes) {
-          for (int64_t r = 0; r < rows; ++r) std::copy(edge[r], edge[r] + columns, plane + (4 * ty + r) * g.width + x0);
+        output_tiles(src, step, bias[o], e, dst, rows);
+        if (columns < group_columns) {
+          for (int64_t r = 0; r < rows; ++r) std::copy(edge[r], edge[r] + columns, plane + (side * ty + r) * width + x0);
         }
       }
     }
@@ -306,6 +334,7 @@ WinogradF43::WinogradF43(const at::Tensor& weight, const c10::optional<at::Tenso
       out_(weight.dim() == 4 ? weight.size(0) : 0),
       relu_(relu),
       packed_(options.packed && packed_gemm_available()),
+      pool_(options.avg_pool),
       block_bytes_(options.block_bytes > 0 ? options.block_bytes : kBlockBytes) {
   TORCH_CHECK(weight.dim() == 4 && weight.size(2) == 3 && weight.size(3) == 3 && weight.scalar_type() == at::kFloat,
               "WinogradF43: weights must be fp32 [O, C, 3, 3], got ", weight.sizes(), " ", weight.scalar_type());
@@ -339,7 +368,11 @@ at::Tensor WinogradF43::run(const at::Tensor& x) const {
   apply_libtorch_threads();
   const at::Tensor input = x.contiguous();
   const Geometry g{in_, out_, input.size(2), input.size(3), (input.size(2) + 3) / 4, (input.size(3) + 3) / 4};
-  at::Tensor out = at::empty({input.size(0), out_, g.height, g.width}, input.options());
+  const int64_t scale = pool_ ? 2 : 1;
+  // As LibTorch's avg_pool2d, which this replaces: no pooled map of size 0.
+  TORCH_CHECK(!pool_ || (g.height >= 2 && g.width >= 2), "WinogradF43: a ", g.height, "x", g.width,
+              " map is too small for its fused 2x2 average pool");
+  at::Tensor out = at::empty({input.size(0), out_, g.height / scale, g.width / scale}, input.options());
   if (out.numel() == 0) return out;
   const int64_t rows = input.size(0) * g.tile_rows;
   const int64_t per_tile = kTaps * (in_ + out_);  // floats of V and M per tile
@@ -356,7 +389,7 @@ at::Tensor WinogradF43::run(const at::Tensor& x) const {
     float* m = v + kTaps * in_ * b.stride;  // [36][O][stride]
     transform_input(g, b, input.data_ptr<float>(), v);
     for (int64_t p = 0; p < kTaps; ++p) multiply_tap(p, u, v + p * in_ * b.stride, b.stride, m + p * out_ * b.stride);
-    transform_output(g, b, m, bias_.data_ptr<float>(), relu_, out.data_ptr<float>());
+    transform_output(g, b, m, bias_.data_ptr<float>(), Epilogue{relu_, pool_}, out.data_ptr<float>());
   }
   return out;
 }

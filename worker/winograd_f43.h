@@ -10,7 +10,9 @@
 //   2. 36 matrix products  M[p] = U[p] V[p]  ([O x C] x [C x tiles]): corepool's
 //      kernel on U packed once (packed_gemm.h) where the CPU has AVX2 + FMA,
 //      else oneDNN's sgemm;
-//   3. output transform  y = A^T m A  per tile and output channel, + bias, ReLU if fused.
+//   3. output transform  y = A^T m A  per tile and output channel, + bias, ReLU and
+//      a 2x2 average pool if fused (LibTorch's pools read the whole map again,
+//      at a small fraction of the memory bandwidth).
 // U = G g G^T (the weights, [36][O][C]) is made once, when the graph pass makes
 // the layer: inside the optimizer's WeightArena scope, so one physical copy
 // for every worker. The transforms work on eight tiles at a time in vector
@@ -37,6 +39,9 @@ class WinogradF43 : public torch::CustomClassHolder {
   struct Options {
     bool packed = true;        // corepool's packed kernel where the CPU has it (else oneDNN's sgemm)
     int64_t block_bytes = 0;   // scratch per block of tile rows; 0 = the default
+    // A 2x2 average pool (stride 2, no padding, floor) after bias and ReLU,
+    // fused into the output transform: the layer returns [N, O, H/2, W/2].
+    bool avg_pool = false;
   };
 
   // weight: [O, C, 3, 3] fp32; bias: [O] or none. Throws c10::Error otherwise.
@@ -44,13 +49,14 @@ class WinogradF43 : public torch::CustomClassHolder {
   WinogradF43(const at::Tensor& weight, const c10::optional<at::Tensor>& bias, bool relu)
       : WinogradF43(weight, bias, relu, Options{}) {}
 
-  // x: fp32 [N, C, H, W] -> [N, O, H, W].
+  // x: fp32 [N, C, H, W] -> [N, O, H, W] (pooled: [N, O, H / 2, W / 2]).
   at::Tensor run(const at::Tensor& x) const;
 
   int64_t in_channels() const { return in_; }
   int64_t out_channels() const { return out_; }
   bool relu() const { return relu_; }
   bool packed() const { return packed_; }
+  bool avg_pool() const { return pool_; }
 
  private:
   void multiply_tap(int64_t p, const float* u, const float* v, int64_t tiles, float* m) const;
@@ -59,6 +65,7 @@ class WinogradF43 : public torch::CustomClassHolder {
   int64_t out_;
   bool relu_;
   bool packed_;
+  bool pool_;
   int64_t block_bytes_;
   at::Tensor u_;     // each tap's weights, transformed: [36, O, C], or per tap pack_rows() panels when packed_
   at::Tensor bias_;  // [O] (zeros without a bias)

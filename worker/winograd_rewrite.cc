@@ -90,20 +90,42 @@ int replace_conv(Graph& graph, Node* conv) {
   return plain_input ? 2 : 1;
 }
 
+// The avg_pool2d that is the only use of `v`, if it is the one WinogradF43
+// can fuse: 2x2, stride 2, no padding, floor, no divisor override
+// (count_include_pad does not matter without padding).
+Node* sole_pool2x2(Value* v) {
+  if (v->uses().size() != 1) return nullptr;
+  Node* pool = v->uses()[0].user;
+  if (pool->kind() != c10::Symbol::fromQualString("aten::avg_pool2d") || pool->inputs().size() != 7) return nullptr;
+  const bool stride_ok = list_is(pool->input(2), {2, 2}) || list_is(pool->input(2), {});
+  const auto ceil_mode = torch::jit::constant_as<bool>(pool->input(4));
+  const auto divisor = torch::jit::toIValue(pool->input(6));
+  if (!list_is(pool->input(1), {2, 2}) || !stride_ok || !list_is(pool->input(3), {0, 0})) return nullptr;
+  if (ceil_mode != c10::optional<bool>(false) || !divisor || !divisor->isNone()) return nullptr;
+  return pool;
+}
+
 // No oneDNN Winograd on this CPU: corepool's own F(4x4, 3x3) on NCHW
 // (winograd_f43.h) for a convolution with enough input channels, its ReLU
-// fused. Returns whether it replaced the convolution.
-bool replace_conv_f43(Graph& graph, Node* conv) {
+// and a 2x2 average pool after it fused. Returns 0 (not replaced), 1
+// (replaced) or 2 (replaced, pool fused).
+int replace_conv_f43(Graph& graph, Node* conv) {
   const at::Tensor weight = conv3x3_weights(conv);
-  if (!weight.defined() || weight.size(1) < WinogradF43::kMinInChannels) return false;
+  if (!weight.defined() || weight.size(1) < WinogradF43::kMinInChannels) return 0;
   Node* relu = sole_relu(conv->output());
-  torch::jit::WithInsertPoint guard(relu ? relu : conv);
-  Value* ctx = graph.insertConstant(c10::IValue(c10::make_intrusive<WinogradF43>(weight, bias_of(conv), relu != nullptr)));
+  Node* pool = sole_pool2x2((relu ? relu : conv)->output());
+  Node* last = pool ? pool : relu ? relu : conv;
+  torch::jit::WithInsertPoint guard(last);
+  WinogradF43::Options options;
+  options.avg_pool = pool != nullptr;
+  Value* ctx = graph.insertConstant(
+      c10::IValue(c10::make_intrusive<WinogradF43>(weight, bias_of(conv), relu != nullptr, options)));
   Value* out = insert_call(graph, kWinogradF43, {conv->input(0), ctx});
-  (relu ? relu : conv)->output()->replaceAllUsesWith(out);
-  if (relu) relu->destroy();
-  conv->destroy();
-  return true;
+  last->output()->replaceAllUsesWith(out);
+  for (Node* n : {pool, relu, conv}) {
+    if (n) n->destroy();
+  }
+  return pool ? 2 : 1;
 }
 
 // avg_pool2d / max_pool2d of a from_blocked: the same pooling on the blocked tensor.
@@ -143,7 +165,11 @@ void cancel_round_trips(Graph& graph) {
 WinogradRewrite rewrite_own_winograd(torch::jit::Module& frozen) {
   std::shared_ptr<Graph> graph = frozen.get_method("forward").graph();
   WinogradRewrite done;
-  for (Node* n : nodes_of(*graph, "aten::conv2d")) done.own += replace_conv_f43(*graph, n);
+  for (Node* n : nodes_of(*graph, "aten::conv2d")) {
+    const int kind = replace_conv_f43(*graph, n);
+    done.own += kind > 0;
+    done.own_pooled += kind == 2;
+  }
   torch::jit::EliminateDeadCode(graph);
   return done;
 }

@@ -19,6 +19,7 @@ struct WinogradRewrite {
   int winograd = 0;  // convolutions now run as Winograd
   int direct = 0;    // convolutions from plain input now run direct into the blocked layout
   int own = 0;       // convolutions now run as corepool's own Winograd (no oneDNN Winograd here)
+  int own_pooled = 0;  // ... of which with the 2x2 average pool after them fused
 };
 
 // Rewrites the forward() of a frozen module in place (nothing changes when no

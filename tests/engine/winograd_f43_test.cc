@@ -66,6 +66,33 @@ TEST(WinogradF43Test, OddChannelCountsAndSmallBlocksGiveTheSameConvolution) {
   }
 }
 
+// The 2x2 average pool fused into the output transform, against LibTorch's
+// avg_pool2d of the naive convolution: odd map sizes (the last row or column
+// dropped), a map that pools to nothing, ReLU or none, both product paths.
+TEST(WinogradF43Test, AFusedAveragePoolEqualsLibTorchsPoolOfTheConvolution) {
+  const at::Tensor w = at::randn({20, 16, 3, 3}) * 0.2;
+  const at::Tensor bias = at::randn({20});
+  for (bool relu : {false, true}) {
+    for (bool packed : {true, false}) {
+      WinogradF43::Options options;
+      options.packed = packed;
+      options.avg_pool = true;
+      const WinogradF43 conv(w, bias, relu, options);
+      for (auto [h, wd] : std::vector<std::pair<int64_t, int64_t>>{
+               {2, 2}, {3, 3}, {2, 9}, {5, 7}, {8, 12}, {13, 6}, {16, 25}, {64, 101}}) {
+        const at::Tensor x = at::randn({3, 16, h, wd});
+        const at::Tensor want = at::avg_pool2d(naive_conv3x3(x, w, bias, relu), {2, 2});
+        const at::Tensor got = conv.run(x);
+        ASSERT_EQ(got.sizes(), want.sizes()) << h << " x " << wd;
+        EXPECT_LE(max_error(got, want), 1e-4) << h << " x " << wd << " relu " << relu << " packed " << packed;
+      }
+      // A map that pools to nothing is an error, as in LibTorch's avg_pool2d.
+      EXPECT_THROW(conv.run(at::randn({1, 16, 1, 9})), c10::Error);
+      EXPECT_THROW(at::avg_pool2d(at::randn({1, 16, 1, 9}), {2, 2}), c10::Error);
+    }
+  }
+}
+
 TEST(WinogradF43Test, WrongShapesAreErrorsNotCrashes) {
   EXPECT_THROW(WinogradF43(at::randn({8, 16, 5, 5}), c10::nullopt, false), c10::Error) << "5x5 kernel";
   EXPECT_THROW(WinogradF43(at::randn({8, 16, 3, 3}), at::randn({7}), false), c10::Error) << "bias size";
@@ -101,6 +128,33 @@ def forward(self, x):
   EXPECT_EQ(testing::count_nodes(rewritten, "aten::relu"), 1) << "the second ReLU is fused";
   c10::InferenceMode guard;
   const at::Tensor x = at::randn({3, 1, 13, 21});
+  EXPECT_LE(max_error(rewritten.forward({x}).toTensor(), reference.forward({x}).toTensor()), 1e-4);
+}
+
+// A 2x2 average pool after a convolution (and its ReLU, or straight after
+// it) is fused; one with another window or padding stays LibTorch's.
+TEST(WinogradF43Test, TheRewriteFusesOnlyThePoolItCanComputeAndKeepsTheOutput) {
+  at::manual_seed(20261127);
+  torch::jit::Module m("Pools");
+  m.register_parameter("a_w", at::randn({16, 16, 3, 3}) * 0.1, false);
+  m.register_parameter("b_w", at::randn({16, 16, 3, 3}) * 0.1, false);
+  m.register_parameter("c_w", at::randn({16, 16, 3, 3}) * 0.1, false);
+  m.define(R"(
+def forward(self, x):
+    x = torch.avg_pool2d(torch.relu(torch.conv2d(x, self.a_w, None, [1, 1], [1, 1])), [2, 2])
+    x = torch.avg_pool2d(torch.conv2d(x, self.b_w, None, [1, 1], [1, 1]), [2, 2], [2, 2])
+    return torch.avg_pool2d(torch.conv2d(x, self.c_w, None, [1, 1], [1, 1]), [2, 2], [1, 1])
+)");
+  m.eval();
+  torch::jit::Module reference = torch::jit::freeze(m.clone());
+  torch::jit::Module rewritten = torch::jit::freeze(m.clone());
+  const WinogradRewrite done = rewrite_own_winograd(rewritten);
+  EXPECT_EQ(done.own, 3);
+  EXPECT_EQ(done.own_pooled, 2);
+  EXPECT_EQ(testing::count_nodes(rewritten, "aten::avg_pool2d"), 1) << "the stride-1 pool stays";
+  EXPECT_EQ(testing::count_nodes(rewritten, "aten::relu"), 0) << "the ReLU is fused";
+  c10::InferenceMode guard;
+  const at::Tensor x = at::randn({2, 16, 23, 30});
   EXPECT_LE(max_error(rewritten.forward({x}).toTensor(), reference.forward({x}).toTensor()), 1e-4);
 }
 
