@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "worker/allocator_child.h"
 #include "worker/cpus.h"
 #include "worker/engine.h"
 #include "worker/exit_codes.h"
@@ -161,7 +162,10 @@ CeilingResult ceiling_processes(const std::shared_ptr<const LoadedModel>& model,
   for (int i = 0; i < run.workers; ++i) {
     const pid_t pid = ::fork();
     if (pid == 0) {
-      // What a worker does before its first request (worker_process.cc).
+      // What a worker does before its first request (worker_process.cc),
+      // jemalloc's background thread included (fork stops it; without it the
+      // loop would purge freed activations itself, which a worker does not).
+      restart_allocator_background_thread();
       configure_runtime_threads({run.intra_op, 1});
       if (!run.cpus.empty()) pin_current_thread(run.cpus[i % run.cpus.size()]);
       if (weights) ::madvise(weights->segment.data(), weights->segment.size(), MADV_POPULATE_READ);
