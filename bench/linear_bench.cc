@@ -5,32 +5,15 @@
 // and against one read of the weights (the memory floor of any such layer).
 // Prints the best of 7 calls per row count; the scores must agree.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 
 #include <ATen/Parallel.h>
 #include <CLI/CLI.hpp>
 #include <torch/script.h>
 
+#include "bench/best_ms.h"
 #include "worker/onednn_linear.h"
 #include "worker/runtime.h"
-
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-template <class F>
-double best_ms(F f, int reps = 7) {
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    const auto t = Clock::now();
-    f();
-    best = std::min(best, std::chrono::duration<double, std::milli>(Clock::now() - t).count());
-  }
-  return best;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"corepool-linear-bench: a large linear layer, OpenBLAS's sgemm against oneDNN on prepacked weights"};
@@ -45,7 +28,7 @@ int main(int argc, char** argv) {
   corepool::OnednnLinear layer(w, b, false);
   const double mb = static_cast<double>(w.numel()) * 4 / 1e6;
   // One read of the weights: the floor for any layer that must stream them.
-  const double read_ms = best_ms([&] { (void)w.sum().item<float>(); });
+  const double read_ms = corepool::best_ms([&] { (void)w.sum().item<float>(); }, 7);
   std::printf("weights %lld x %lld fp32 (%.0f MB), one thread, %s; best of 7 calls\n", static_cast<long long>(out),
               static_cast<long long>(in), mb, corepool::describe_runtime_threads().c_str());
   std::printf("one read of the weights (sum): %.1f ms (%.1f GB/s)\n", read_ms, mb / read_ms);
@@ -54,8 +37,8 @@ int main(int argc, char** argv) {
     const at::Tensor x = at::randn({rows, in});
     const at::Tensor want = at::addmm(b, x, w.t());
     const at::Tensor got = layer.run(x);
-    const double blas = best_ms([&] { (void)at::addmm(b, x, w.t()); });
-    const double onednn = best_ms([&] { (void)layer.run(x); });
+    const double blas = corepool::best_ms([&] { (void)at::addmm(b, x, w.t()); }, 7);
+    const double onednn = corepool::best_ms([&] { (void)layer.run(x); }, 7);
     std::printf("%6lld %18.1f %22.1f %9.2fx %14.2g\n", static_cast<long long>(rows), blas, onednn, blas / onednn,
                 (got - want).abs().max().item<double>());
   }

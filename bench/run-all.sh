@@ -67,6 +67,7 @@ run memory-respawn "$COREPOOL" --log-level warn bench --memory --respawn --model
 
 run ring "$BUILD/bench/corepool-ring-bench"
 run linear "$BUILD/bench/corepool-linear-bench"
+run winograd "$BUILD/bench/corepool-winograd-bench" --batch 4 --reps 10
 
 "$BUILD/models/corepool-gen-model" --out "$BUILD/tiny-model" --width 4 >/dev/null
 run serve "$BUILD/bench/corepool-serve-bench" --corepool "$COREPOOL" --model "$CNN10" --latency-model "$BUILD/tiny-model"

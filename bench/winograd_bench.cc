@@ -8,31 +8,18 @@
 // roofline `corepool bench` prints; every result is checked against
 // LibTorch's. --block-kb tries another scratch size per block of tile rows.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <torch/script.h>
 
+#include "bench/best_ms.h"
 #include "worker/packed_gemm.h"
 #include "worker/runtime.h"
 #include "worker/winograd_f43.h"
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-template <class F>
-double best_ms(F f, int reps) {
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    const auto t = Clock::now();
-    f();
-    best = std::min(best, std::chrono::duration<double, std::milli>(Clock::now() - t).count());
-  }
-  return best;
-}
 
 struct Layer {
   int64_t in, out, height, width;
@@ -73,8 +60,8 @@ int main(int argc, char** argv) {
     const at::Tensor want = at::relu(at::conv2d(x, w, bias, 1, 1));
     const double diff = std::max((by_sgemm.run(x) - want).abs().max().item<double>(),
                                  (by_packed.run(x) - want).abs().max().item<double>());
-    const double ms[3] = {best_ms([&] { (void)at::relu(at::conv2d(x, w, bias, 1, 1)); }, reps),
-                          best_ms([&] { (void)by_sgemm.run(x); }, reps), best_ms([&] { (void)by_packed.run(x); }, reps)};
+    const double ms[3] = {corepool::best_ms([&] { (void)at::relu(at::conv2d(x, w, bias, 1, 1)); }, reps),
+                          corepool::best_ms([&] { (void)by_sgemm.run(x); }, reps), corepool::best_ms([&] { (void)by_packed.run(x); }, reps)};
     for (int i = 0; i < 3; ++i) total[i] += ms[i];
     const double gflop = 2.0 * 9 * l.in * l.out * l.height * l.width * batch / 1e9;
     std::printf("%5lld %5lld %4lldx%-4lld %12.2f %12.2f %12.2f %10.1f %12.2g\n", static_cast<long long>(l.in),
