@@ -141,12 +141,14 @@ CeilingResult ceiling_threads(const std::shared_ptr<const LoadedModel>& model, c
   return {batches * run.batch, std::vector<double>(times.begin(), times.end())};
 }
 
+namespace {
+
 // A pipe barrier starts the clock once every child has built its engine and
 // warmed up; each child reports the end of its loop through the same pipe and
 // then waits, so that its CPU counters are read while it is alive and process
 // exit stays out of the measurement.
-CeilingResult ceiling_processes(const std::shared_ptr<const LoadedModel>& model, const CeilingRun& run,
-                                ResourceProbe& probe) {
+CeilingResult fork_ceiling_processes(const std::shared_ptr<const LoadedModel>& model, const CeilingRun& run,
+                                     ResourceProbe& probe) {
   // As ProcessPool::start(): an optimized model already lives in its sealed
   // arena; a model as loaded gets one shared read-only copy before any fork.
   std::unique_ptr<SharedWeights> weights;
@@ -196,6 +198,27 @@ CeilingResult ceiling_processes(const std::shared_ptr<const LoadedModel>& model,
   for (int fd : {ready[0], ready[1], go[0], go[1]}) ::close(fd);
   CeilingResult result{batches * run.batch, std::vector<double>(work->times, work->times + batches)};
   ::munmap(mem, bytes);
+  return result;
+}
+
+}  // namespace
+
+CeilingResult ceiling_processes(const std::shared_ptr<const LoadedModel>& model, const CeilingRun& run,
+                                ResourceProbe& probe) {
+  // The children fork from a thread of their own, as process mode's workers
+  // fork from the pool's loop thread: a child runs on a copy of the forking
+  // thread, and the caller's thread has run the calibration forwards.
+  CeilingResult result;
+  std::exception_ptr error;
+  std::thread forker([&] {
+    try {
+      result = fork_ceiling_processes(model, run, probe);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  forker.join();
+  if (error) std::rethrow_exception(error);
   return result;
 }
 
