@@ -32,8 +32,9 @@ constexpr int64_t kTaps = 36;  // 6x6 transformed points per tile
 constexpr int64_t kLanes = 8;  // tiles per vector in the transforms
 // Scratch of one block of tile rows: its transformed input and its products.
 // Every block reads all of U (36 MB for a 512 -> 512 layer), so blocks must
-// not be small; measured with corepool-winograd-bench on CNN10's layers
-// (AMD EPYC Zen 3, batch 2): 1 MB blocks took 48 ms in all, 4 and 16 MB 35.5.
+// not be small; measured on CNN10's layers (AMD EPYC Zen 3,
+// `corepool-winograd-bench --batch 2 --reps 10 --block-kb N`, the packed
+// column): 1 MB blocks took 48 ms in all, 4 and 16 MB 35.5-35.8.
 constexpr int64_t kBlockBytes = int64_t{4} << 20;
 
 // Eight floats, eight tiles: one AVX register in the AVX2 clones, two SSE
