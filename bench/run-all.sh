@@ -67,6 +67,7 @@ run memory-respawn "$COREPOOL" --log-level warn bench --memory --respawn --model
 
 run ring "$BUILD/bench/corepool-ring-bench"
 run linear "$BUILD/bench/corepool-linear-bench"
+run linear-cnn10-fc "$BUILD/bench/corepool-linear-bench" --out-features 512 --in-features 512
 run winograd "$BUILD/bench/corepool-winograd-bench" --batch 4 --reps 10
 
 "$BUILD/models/corepool-gen-model" --out "$BUILD/tiny-model" --width 4 >/dev/null

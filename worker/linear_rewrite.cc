@@ -1,5 +1,5 @@
 // One walk over the top-level nodes of the frozen graph: each eligible linear
-// or addmm is replaced by a call on an OnednnLinear constant.
+// or addmm is replaced by a call on an OnednnLinear or PackedLinear constant.
 #include "worker/linear_rewrite.h"
 
 #include <optional>
@@ -12,6 +12,8 @@
 
 #include "worker/graph_match.h"
 #include "worker/onednn_linear.h"
+#include "worker/packed_gemm.h"
+#include "worker/packed_linear.h"
 
 namespace corepool {
 namespace {
@@ -23,6 +25,7 @@ using torch::jit::Value;
 const c10::Symbol kLinear = c10::Symbol::fromQualString("aten::linear");
 const c10::Symbol kAddmm = c10::Symbol::fromQualString("aten::addmm");
 const c10::Symbol kOnednnLinear = c10::Symbol::fromQualString("corepool::onednn_linear");
+const c10::Symbol kPackedLinear = c10::Symbol::fromQualString("corepool::packed_linear");
 
 // A layer's constant parts: weights [out, in] and an optional bias [out].
 struct LinearParts {
@@ -73,24 +76,41 @@ std::optional<LinearParts> parts_of(const Node* n) {
   return std::nullopt;
 }
 
-// oneDNN's reference kernel would be slower than what it replaces.
-bool jitted(const OnednnLinear& layer) { return layer.kernel().rfind("ref", 0) != 0; }
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// Who runs a layer on this CPU. oneDNN's brgemm kernels (AVX-512) read the
+// weights once per call and were the fastest measured there. Elsewhere oneDNN
+// runs x64:gemm:jit, slower than LibTorch's addmm from 2 rows on, so
+// corepool's packed kernel takes the layer where the CPU has AVX2 + FMA, and
+// oneDNN's jitted gemm only where it has not. Never oneDNN's reference
+// kernel: slower than what it would replace. nullopt: keep the layer as it is.
+std::optional<c10::IValue> make_layer(const LinearParts& parts, bool relu, c10::Symbol& kind) {
+  std::string onednn;
+  try {
+    onednn = OnednnLinear::kernel_for(parts.weight.size(0), parts.weight.size(1), relu);
+  } catch (const dnnl::error&) {
+    // no oneDNN kernel for this shape on this CPU
+  }
+  if (!starts_with(onednn, "brgemm") && packed_gemm_available()) {
+    kind = kPackedLinear;
+    return c10::IValue(c10::make_intrusive<PackedLinear>(parts.weight, parts.bias, relu));
+  }
+  if (onednn.empty() || starts_with(onednn, "ref")) return std::nullopt;
+  kind = kOnednnLinear;
+  return c10::IValue(c10::make_intrusive<OnednnLinear>(parts.weight, parts.bias, relu));
+}
 
 bool replace(Graph& graph, Node* n) {
   const std::optional<LinearParts> parts = parts_of(n);
   if (!parts) return false;
   Node* relu = sole_relu(n->output());
-  c10::intrusive_ptr<OnednnLinear> layer;
-  try {
-    layer = c10::make_intrusive<OnednnLinear>(parts->weight, parts->bias, relu != nullptr);
-  } catch (const dnnl::error&) {
-    return false;  // no kernel for this shape on this CPU
-  }
-  if (!jitted(*layer)) return false;
+  c10::Symbol kind;
+  const std::optional<c10::IValue> layer = make_layer(*parts, relu != nullptr, kind);
+  if (!layer) return false;
   Value* x = n->kind() == kLinear ? n->input(0) : n->input(1);
   torch::jit::WithInsertPoint guard(relu ? relu : n);
-  Value* ctx = graph.insertConstant(c10::IValue(layer));
-  Node* call = graph.insertNode(graph.create(kOnednnLinear, {x, ctx}));
+  Value* ctx = graph.insertConstant(*layer);
+  Node* call = graph.insertNode(graph.create(kind, {x, ctx}));
   call->output()->setType(c10::TensorType::get());
   Node* last = relu ? relu : n;
   last->output()->replaceAllUsesWith(call->output());

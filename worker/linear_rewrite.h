@@ -1,10 +1,13 @@
-// The graph pass that gives engine.optimize = "onednn" and "onednn-direct"
-// their linear layers on oneDNN's prepacked inner product (onednn_linear.h):
-// after freezing, aten::linear(x, W, b) and aten::addmm(b, x, W^T) (the form
-// a scripted `x @ W.t() + b` freezes to, beta = alpha = 1) with constant fp32
-// weights become corepool::onednn_linear calls, a ReLU that is their only
-// user fused. Must run inside the optimizer's WeightArena scope (the packed
-// weights are made here). Called by optimize.cc.
+// The graph pass that gives engine.optimize = "onednn" its linear layers on
+// prepacked weights: after freezing, aten::linear(x, W, b) and
+// aten::addmm(b, x, W^T) (the form a scripted `x @ W.t() + b` freezes to,
+// beta = alpha = 1) with constant fp32 weights become calls on oneDNN's inner
+// product (corepool::onednn_linear, onednn_linear.h) where oneDNN has a
+// brgemm kernel (AVX-512), else on corepool's own kernel
+// (corepool::packed_linear, packed_linear.h) where the CPU has AVX2 + FMA,
+// else on oneDNN's jitted gemm; a ReLU that is their only user is fused. Must
+// run inside the optimizer's WeightArena scope (the packed weights are made
+// here). Called by optimize.cc.
 #pragma once
 
 #include <torch/script.h>
@@ -12,7 +15,7 @@
 namespace corepool {
 
 // Rewrites the forward() of a frozen module in place; returns how many layers
-// now run on oneDNN. A layer oneDNN has no jitted kernel for stays as it is.
+// now run on prepacked weights. A layer no kernel here takes stays as it is.
 int rewrite_linear(torch::jit::Module& frozen);
 
 }  // namespace corepool

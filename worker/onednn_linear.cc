@@ -10,6 +10,7 @@
 
 #include <torch/library.h>
 
+#include "worker/linear_layer.h"
 #include "worker/onednn_context.h"
 
 namespace corepool {
@@ -18,6 +19,21 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 using DataType = memory::data_type;
+
+// The inner product of `rows` rows through [out, in] weights laid out as `weights`.
+dnnl::inner_product_forward::primitive_desc desc(int64_t rows, int64_t in, int64_t out, bool relu,
+                                                  const memory::desc& weights) {
+  const memory::desc src({rows, in}, DataType::f32, Tag::nc);
+  const memory::desc bias({out}, DataType::f32, Tag::x);
+  const memory::desc dst({rows, out}, DataType::f32, Tag::nc);
+  const dnnl::inner_product_forward::desc d(dnnl::prop_kind::forward_inference, src, weights, bias, dst);
+  return dnnl::inner_product_forward::primitive_desc(d, inference_attr(relu), onednn_engine());
+}
+
+// The layout oneDNN picks for the weights (for one row: see above).
+dnnl::inner_product_forward::primitive_desc chosen_desc(int64_t in, int64_t out, bool relu) {
+  return desc(1, in, out, relu, memory::desc({out, in}, DataType::f32, Tag::any));
+}
 
 }  // namespace
 
@@ -28,17 +44,12 @@ struct OnednnLinear::Primitive {
 };
 
 OnednnLinear::OnednnLinear(const at::Tensor& weight, const c10::optional<at::Tensor>& bias, bool relu)
-    : in_(weight.dim() == 2 ? weight.size(1) : 0), out_(weight.dim() == 2 ? weight.size(0) : 0), relu_(relu) {
-  TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == at::kFloat && in_ > 0 && out_ > 0,
-              "OnednnLinear: weights must be fp32 [out, in], got ", weight.sizes(), " ", weight.scalar_type());
-  if (bias.has_value()) {
-    TORCH_CHECK(bias->numel() == out_ && bias->scalar_type() == at::kFloat, "OnednnLinear: bias must be fp32 [",
-                out_, "], got ", bias->sizes(), " ", bias->scalar_type());
-    bias_ = bias->reshape({out_}).contiguous();
-  } else {
-    bias_ = at::zeros({out_});
-  }
-  const auto chosen = desc(1, memory::desc({out_, in_}, DataType::f32, Tag::any));
+    : bias_(checked_linear_bias("OnednnLinear", weight, bias)),
+      in_(weight.size(1)),
+      out_(weight.size(0)),
+      relu_(relu) {
+  if (!bias_.defined()) bias_ = at::zeros({out_});
+  const auto chosen = chosen_desc(in_, out_, relu_);
   weights_desc_ = chosen.weights_desc();
   kernel_ = chosen.impl_info_str();
   // at::empty: the c10 allocator, so inside the optimizer's arena scope the
@@ -53,18 +64,14 @@ OnednnLinear::OnednnLinear(const at::Tensor& weight, const c10::optional<at::Ten
 
 OnednnLinear::~OnednnLinear() = default;
 
-dnnl::inner_product_forward::primitive_desc OnednnLinear::desc(int64_t rows, const memory::desc& weights) const {
-  const memory::desc src({rows, in_}, DataType::f32, Tag::nc);
-  const memory::desc bias({out_}, DataType::f32, Tag::x);
-  const memory::desc dst({rows, out_}, DataType::f32, Tag::nc);
-  const dnnl::inner_product_forward::desc d(dnnl::prop_kind::forward_inference, src, weights, bias, dst);
-  return dnnl::inner_product_forward::primitive_desc(d, inference_attr(relu_), onednn_engine());
+std::string OnednnLinear::kernel_for(int64_t out, int64_t in, bool relu) {
+  return chosen_desc(in, out, relu).impl_info_str();
 }
 
 const OnednnLinear::Primitive& OnednnLinear::primitive(int64_t rows) {
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = primitives_.find(rows); it != primitives_.end()) return *it->second;
-  const auto pd = desc(rows, weights_desc_);
+  const auto pd = desc(rows, in_, out_, relu_, weights_desc_);
   auto made = std::make_unique<Primitive>();
   made->src_desc = pd.src_desc();
   made->dst_desc = pd.dst_desc();
@@ -74,12 +81,7 @@ const OnednnLinear::Primitive& OnednnLinear::primitive(int64_t rows) {
 }
 
 at::Tensor OnednnLinear::run(const at::Tensor& x) {
-  TORCH_CHECK(x.dim() >= 1 && x.size(-1) == in_ && x.scalar_type() == at::kFloat, "OnednnLinear: input must be fp32 [..., ",
-              in_, "], got ", x.sizes(), " ", x.scalar_type());
-  std::vector<int64_t> out_shape = x.sizes().vec();
-  out_shape.back() = out_;
-  // A oneDNN-layout tensor from LibTorch's own passes comes back to dense first.
-  const at::Tensor input = (x.is_mkldnn() ? x.to_dense() : x).reshape({-1, in_}).contiguous();
+  const auto [input, out_shape] = linear_input("OnednnLinear", x, in_, out_);
   const int64_t rows = input.size(0);
   at::Tensor out = at::empty({rows, out_}, input.options());
   if (rows > 0) {

@@ -37,15 +37,17 @@ class OnednnLinear : public torch::CustomClassHolder {
   bool relu() const { return relu_; }
   // The name of the kernel oneDNN chose (e.g. "brgemm:avx512_core").
   const std::string& kernel() const { return kernel_; }
+  // The kernel oneDNN would choose for such a layer, without packing its
+  // weights. Throws dnnl::error if this CPU's oneDNN has none.
+  static std::string kernel_for(int64_t out, int64_t in, bool relu);
 
  private:
   struct Primitive;  // one oneDNN primitive per row count
   const Primitive& primitive(int64_t rows);
-  dnnl::inner_product_forward::primitive_desc desc(int64_t rows, const dnnl::memory::desc& weights) const;
 
+  at::Tensor bias_;  // [out] fp32 (zeros without a bias). First: its initializer checks the weights
   int64_t in_, out_;
   bool relu_;
-  at::Tensor bias_;    // [out] fp32 (zeros without a bias)
   at::Tensor packed_;  // uint8: the weights in weights_desc_'s layout
   dnnl::memory::desc weights_desc_;
   std::string kernel_;

@@ -44,7 +44,7 @@ torch::Tensor run(torch::jit::Module& module, const torch::Tensor& input) {
 }
 
 // The optimized module, or throws (c10::Error, std::exception) with the reason.
-// With `own_layers`, corepool's oneDNN layers replace LibTorch's where they
+// With `own_layers`, corepool's layers replace LibTorch's where they
 // can: `rewrite` gets how many convolutions run as Winograd
 // (winograd_rewrite.h), `linear_layers` how many linear layers run on
 // prepacked weights (linear_rewrite.h).

@@ -3,9 +3,10 @@
 // (parameters become constants, conv/linear + batch-norm fold) and runs
 // LibTorch's optimize_for_inference (oneDNN weight prepacking); "onednn" (the
 // default) also runs every 3x3 convolution it can as Winograd (oneDNN's on
-// AVX-512, else corepool's own F(4x4, 3x3): winograd_rewrite.h) and every linear layer on oneDNN's inner product with
-// prepacked weights (linear_rewrite.h), falling back to onednn-direct if that
-// fails its check;
+// AVX-512, else corepool's own F(4x4, 3x3): winograd_rewrite.h) and every
+// linear layer on prepacked weights (oneDNN's inner product on AVX-512, else
+// corepool's own kernel: linear_rewrite.h), falling back to onednn-direct if
+// that fails its check;
 // "bf16" is onednn-direct after converting the weights to bfloat16. Called by the executor
 // factory; in process mode with `shared`, so the result lives in a WeightArena.
 #pragma once
@@ -27,7 +28,7 @@ struct OptimizeOutcome {
   int own_winograd_layers = 0;    // convolutions run as corepool's own Winograd (winograd_f43.h; no oneDNN Winograd here)
   int own_pooled_layers = 0;      // ... of which with their 2x2 average pool fused
   std::vector<int64_t> winograd_chunks;  // items per oneDNN call, per layer of both kinds (measured)
-  int linear_layers = 0;          // linear layers on oneDNN's prepacked inner product (onednn only)
+  int linear_layers = 0;          // linear layers on prepacked weights (onednn only; linear_rewrite.h)
   std::string winograd_fallback;  // why onednn fell back to LibTorch's layers alone ("" if not)
   double seconds = 0;      // time spent optimizing (and checking)
   double max_difference = 0;  // |optimized - as loaded| on the check batch

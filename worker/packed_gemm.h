@@ -42,4 +42,26 @@ void pack_rows(const float* a, int64_t lda, int64_t m, int64_t k, float* packed)
 void packed_gemm(const float* packed_a, int64_t m, int64_t k, const float* b, int64_t ldb, int64_t n, float* c,
                  int64_t ldc);
 
+// The same products for a linear layer, y = x W^T + b: W [n x k] (as a layer
+// stores its weights) packed once by pack_weight_columns() into panels of
+// kPanelCols output columns, x packed chunk by chunk while it runs. Each
+// panel of W is read once per call whatever the row count, which is what
+// bounds a serving engine's small batches: OpenBLAS's sgemm packs W again
+// on every call, and oneDNN's AVX2 gemm reads it once per few rows.
+
+// Floats that pack_weight_columns() writes for n outputs of k inputs: n
+// rounded up to whole panels (padding columns are zeros), times k.
+int64_t packed_weight_floats(int64_t n, int64_t k);
+
+// Packs W (n x k, row stride ldw): packed[(panel * k + j) * kPanelCols + i] =
+// W[panel * kPanelCols + i][j].
+void pack_weight_columns(const float* w, int64_t ldw, int64_t n, int64_t k, float* packed);
+
+// y[rows x n] (row stride ldy) = x[rows x k] (row stride ldx) W^T + bias
+// (n values, or null), then max(0, .) if relu, for the output columns of
+// panels [panel_begin, panel_end) only: callers split the panels between
+// threads. Columns past n are neither read nor written.
+void packed_linear(const float* x, int64_t ldx, int64_t rows, int64_t k, const float* packed_w, int64_t n,
+                   const float* bias, bool relu, float* y, int64_t ldy, int64_t panel_begin, int64_t panel_end);
+
 }  // namespace corepool

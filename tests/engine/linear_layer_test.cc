@@ -1,8 +1,11 @@
-// Linear layers on oneDNN's prepacked inner product (worker/onednn_linear.h,
-// worker/linear_rewrite.h), checked against references written here: a naive
-// double-precision y = x W^T + b, and the frozen module before the rewrite.
+// Linear layers on prepacked weights: oneDNN's inner product
+// (worker/onednn_linear.h), corepool's own kernel (worker/packed_linear.h)
+// and the graph pass choosing between them (worker/linear_rewrite.h),
+// checked against references written here: a naive double-precision
+// y = x W^T + b, and the frozen module before the rewrite.
 // The whole-model checks (both modes equal the module as loaded within 1e-5)
 // are in optimize_test.cc; the packed weights' sharing in pool_memory_test.cc.
+#include <ATen/Parallel.h>
 #include <torch/csrc/jit/passes/freeze_module.h>
 
 #include <gtest/gtest.h>
@@ -10,6 +13,8 @@
 #include "tests/engine/graph_nodes.h"
 #include "worker/linear_rewrite.h"
 #include "worker/onednn_linear.h"
+#include "worker/packed_gemm.h"
+#include "worker/packed_linear.h"
 
 namespace corepool {
 namespace {
@@ -33,14 +38,30 @@ at::Tensor naive_linear(const at::Tensor& x, const at::Tensor& w, const at::Tens
 
 double max_difference(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
 
-TEST(OnednnLinearTest, EqualsANaiveLinearLayerForEveryShapeRowCountAndReLU) {
+// Both layer classes pass the same tests; the packed one only where its
+// kernel runs (elsewhere the graph pass never makes it).
+template <typename Layer>
+class LinearLayerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::is_same_v<Layer, PackedLinear> && !packed_gemm_available()) {
+      GTEST_SKIP() << "this CPU has no AVX2 + FMA: corepool's packed kernel is not used here";
+    }
+  }
+};
+using LayerClasses = ::testing::Types<OnednnLinear, PackedLinear>;
+TYPED_TEST_SUITE(LinearLayerTest, LayerClasses);
+
+TYPED_TEST(LinearLayerTest, EqualsANaiveLinearLayerForEveryShapeRowCountAndReLU) {
   at::manual_seed(20261126);
   c10::InferenceMode guard;
-  for (auto [out, in] : {std::pair<int64_t, int64_t>{37, 5}, {4, 512}, {300, 64}}) {
+  // Around the packed kernel's edges: 16-column panels (37, 300: a partial
+  // last one), 6-row panels, k chunks of 256 (512, 700).
+  for (auto [out, in] : {std::pair<int64_t, int64_t>{37, 5}, {4, 512}, {300, 64}, {16, 700}}) {
     const at::Tensor w = at::randn({out, in}) * 0.1, b = at::randn({out});
     for (bool relu : {false, true}) {
-      OnednnLinear layer(w, b, relu);
-      for (int64_t rows : {1, 3, 8, 17}) {
+      TypeParam layer(w, b, relu);
+      for (int64_t rows : {1, 3, 6, 8, 17}) {
         const at::Tensor x = at::randn({rows, in});
         const at::Tensor got = layer.run(x);
         ASSERT_EQ(got.sizes(), (std::vector<int64_t>{rows, out}));
@@ -51,11 +72,11 @@ TEST(OnednnLinearTest, EqualsANaiveLinearLayerForEveryShapeRowCountAndReLU) {
   }
 }
 
-TEST(OnednnLinearTest, NoBiasMeansZeroBiasAndLeadingDimensionsAreKept) {
+TYPED_TEST(LinearLayerTest, NoBiasMeansZeroBiasAndLeadingDimensionsAreKept) {
   at::manual_seed(7);
   c10::InferenceMode guard;
   const at::Tensor w = at::randn({6, 10});
-  OnednnLinear layer(w, c10::nullopt, false);
+  TypeParam layer(w, c10::nullopt, false);
   const at::Tensor x = at::randn({2, 3, 10});
   const at::Tensor got = layer.run(x);
   ASSERT_EQ(got.sizes(), (std::vector<int64_t>{2, 3, 6}));
@@ -63,13 +84,29 @@ TEST(OnednnLinearTest, NoBiasMeansZeroBiasAndLeadingDimensionsAreKept) {
   // A transposed (non-contiguous) input is read as the values it holds.
   const at::Tensor xt = at::randn({10, 4}).t();
   EXPECT_LE(max_difference(layer.run(xt), naive_linear(xt.contiguous(), w, at::zeros({6}), false)), 1e-5);
+  EXPECT_EQ(layer.run(at::randn({0, 10})).sizes(), (std::vector<int64_t>{0, 6})) << "no rows";
 }
 
-TEST(OnednnLinearTest, BadWeightsOrInputAreAnErrorNotACrash) {
-  EXPECT_THROW(OnednnLinear(at::randn({3, 4, 5}), c10::nullopt, false), c10::Error) << "3-D weights";
-  EXPECT_THROW(OnednnLinear(at::randn({3, 4}).to(at::kDouble), c10::nullopt, false), c10::Error) << "fp64 weights";
-  EXPECT_THROW(OnednnLinear(at::randn({3, 4}), at::randn({5}), false), c10::Error) << "bias of the wrong size";
-  OnednnLinear layer(at::randn({3, 4}), c10::nullopt, false);
+// PackedLinear splits its output panels between LibTorch's intra-op threads:
+// 5000 outputs of 64 inputs are 313 panels, two tasks.
+TEST(PackedLinearTest, ThreadsSplittingTheOutputsComputeTheSame) {
+  if (!packed_gemm_available()) GTEST_SKIP() << "this CPU has no AVX2 + FMA: corepool's packed kernel is not used here";
+  at::manual_seed(11);
+  c10::InferenceMode guard;
+  const at::Tensor w = at::randn({5000, 64}) * 0.1, b = at::randn({5000}), x = at::randn({5, 64});
+  const PackedLinear layer(w, b, true);
+  const int before = at::get_num_threads();
+  at::set_num_threads(2);
+  const at::Tensor got = layer.run(x);
+  at::set_num_threads(before);
+  EXPECT_LE(max_difference(got, naive_linear(x, w, b, true)), 1e-5);
+}
+
+TYPED_TEST(LinearLayerTest, BadWeightsOrInputAreAnErrorNotACrash) {
+  EXPECT_THROW(TypeParam(at::randn({3, 4, 5}), c10::nullopt, false), c10::Error) << "3-D weights";
+  EXPECT_THROW(TypeParam(at::randn({3, 4}).to(at::kDouble), c10::nullopt, false), c10::Error) << "fp64 weights";
+  EXPECT_THROW(TypeParam(at::randn({3, 4}), at::randn({5}), false), c10::Error) << "bias of the wrong size";
+  TypeParam layer(at::randn({3, 4}), c10::nullopt, false);
   try {
     layer.run(at::randn({2, 5}));
     FAIL() << "5 input features against 4 in the weights";
@@ -112,7 +149,13 @@ TEST(LinearRewriteTest, OnlyEligibleLayersAreRewrittenAndTheModuleStillComputesT
   torch::jit::Module reference = torch::jit::freeze(loaded.clone());
   torch::jit::Module rewritten = torch::jit::freeze(loaded.clone());
   EXPECT_EQ(rewrite_linear(rewritten), 3);
-  EXPECT_EQ(count_nodes(rewritten, "corepool::onednn_linear"), 3);
+  // Which kernel takes them depends on the CPU (linear_rewrite.cc): oneDNN's
+  // brgemm where it has one, else corepool's packed kernel on AVX2 + FMA.
+  const bool brgemm = OnednnLinear::kernel_for(48, 20, true).rfind("brgemm", 0) == 0;
+  const bool packed = !brgemm && packed_gemm_available();
+  EXPECT_EQ(count_nodes(rewritten, "corepool::onednn_linear"), packed ? 0 : 3)
+      << OnednnLinear::kernel_for(48, 20, true);
+  EXPECT_EQ(count_nodes(rewritten, "corepool::packed_linear"), packed ? 3 : 0);
   EXPECT_EQ(count_nodes(rewritten, "aten::addmm"), 1) << "beta 2 stays";
   EXPECT_EQ(count_nodes(rewritten, "aten::mm"), 1) << "a weight that is an input stays";
   EXPECT_EQ(count_nodes(rewritten, "aten::relu"), 1) << "l's ReLU is not fused: its output has two uses";
