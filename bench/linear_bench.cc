@@ -52,9 +52,9 @@ int main(int argc, char** argv) {
       worst = std::max(worst, (packed->run(x) - want).abs().max().item<double>());
       own = corepool::best_ms([&] { (void)packed->run(x); }, 7);
     }
-    std::printf("%6lld %14.2f %17.2f %9.2fx ", static_cast<long long>(rows), blas, onednn, blas / onednn);
+    std::printf("%6lld %14.3f %17.3f %9.2fx ", static_cast<long long>(rows), blas, onednn, blas / onednn);
     if (packed) {
-      std::printf("%17.2f %9.2fx", own, blas / own);
+      std::printf("%17.3f %9.2fx", own, blas / own);
     } else {
       std::printf("%17s %10s", "(no AVX2)", "");
     }

@@ -66,8 +66,10 @@ run memory-respawn "$COREPOOL" --log-level warn bench --memory --respawn --model
   --worker-counts 1,2,4,8
 
 run ring "$BUILD/bench/corepool-ring-bench"
+# The memory model's two linear layers (1.2M x 64 hidden, 4 x 1.2M output) and CNN10's (4 x 512).
 run linear "$BUILD/bench/corepool-linear-bench"
-run linear-cnn10-fc "$BUILD/bench/corepool-linear-bench" --out-features 512 --in-features 512
+run linear-memory-fc "$BUILD/bench/corepool-linear-bench" --out-features 4 --in-features 1200000
+run linear-cnn10-fc "$BUILD/bench/corepool-linear-bench" --out-features 4 --in-features 512
 run winograd "$BUILD/bench/corepool-winograd-bench" --batch 4 --reps 10
 
 "$BUILD/models/corepool-gen-model" --out "$BUILD/tiny-model" --width 4 >/dev/null

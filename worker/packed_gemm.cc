@@ -4,7 +4,6 @@
 #include "worker/packed_gemm.h"
 
 #include <algorithm>
-#include <vector>
 
 #include <c10/util/Exception.h>
 #if defined(__x86_64__)
@@ -120,6 +119,54 @@ __attribute__((target("avx2,fma"))) void kernel_6x8(int64_t kc, const float* a, 
   const __m256 acc[kPanelRows] = {c0, c1, c2, c3, c4, c5};
   for (int64_t i = 0; i < rows; ++i) out.put(c + i * ldc, 0, acc[i]);
 }
+
+// A linear layer's block: Y[R x C] = X[R x kc] W_sliver[kc x C] with X's R
+// rows (R <= 6, fixed at compile time) read where they are, x pointing at the
+// first row's value for this k chunk: no packing of x, whose cost per k chunk
+// outweighed the products where the layer has few outputs. C is 16, or 8 for
+// a layer of at most 8 outputs (16 would read twice the weights it needs).
+template <int R, int C>
+__attribute__((target("avx2,fma"))) void kernel_rows(int64_t kc, const float* x, int64_t ldx, const float* b,
+                                                     float* c, int64_t ldc, const LayerStore& out) {
+  static_assert(R >= 1 && R <= kPanelRows && (C == 8 || C == 16), "1 to 6 rows, 8 or 16 columns");
+  // Rows past R alias row 0: never read (the `if constexpr` below), but valid.
+  const float* x0 = x;
+  const float* x1 = R > 1 ? x + ldx : x;
+  const float* x2 = R > 2 ? x + 2 * ldx : x;
+  const float* x3 = R > 3 ? x + 3 * ldx : x;
+  const float* x4 = R > 4 ? x + 4 * ldx : x;
+  const float* x5 = R > 5 ? x + 5 * ldx : x;
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  // One row's pair of accumulators: += x_i[j] * the sliver's row j.
+  auto fma_row = [](const float* xi, __m256 b0, __m256 b1, __m256& lo, __m256& hi)
+                     __attribute__((always_inline, target("avx2,fma"))) {
+    const __m256 ai = _mm256_broadcast_ss(xi);
+    lo = _mm256_fmadd_ps(ai, b0, lo);
+    if constexpr (C == 16) hi = _mm256_fmadd_ps(ai, b1, hi);
+  };
+  for (int64_t j = 0; j < kc; ++j) {
+    const __m256 b0 = _mm256_loadu_ps(b), b1 = C == 16 ? _mm256_loadu_ps(b + 8) : b0;
+    fma_row(x0 + j, b0, b1, c00, c01);
+    if constexpr (R > 1) fma_row(x1 + j, b0, b1, c10, c11);
+    if constexpr (R > 2) fma_row(x2 + j, b0, b1, c20, c21);
+    if constexpr (R > 3) fma_row(x3 + j, b0, b1, c30, c31);
+    if constexpr (R > 4) fma_row(x4 + j, b0, b1, c40, c41);
+    if constexpr (R > 5) fma_row(x5 + j, b0, b1, c50, c51);
+    b += C;
+  }
+  const __m256 acc[kPanelRows][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+  for (int i = 0; i < R; ++i) {
+    out.put(c + i * ldc, 0, acc[i][0]);
+    if constexpr (C == 16) out.put(c + i * ldc + 8, 8, acc[i][1]);
+  }
+}
+
+using RowsKernel = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, const LayerStore&);
+// kernel_rows for 1 to 6 rows (by rows - 1), C columns.
+template <int C>
+constexpr RowsKernel kRowsKernels[kPanelRows] = {kernel_rows<1, C>, kernel_rows<2, C>, kernel_rows<3, C>,
+                                                 kernel_rows<4, C>, kernel_rows<5, C>, kernel_rows<6, C>};
 #endif
 
 // Panels of `width` rows of A (m x k): packed[(p * k + j) * width + i] =
@@ -153,39 +200,41 @@ void pack_rows(const float* a, int64_t lda, int64_t m, int64_t k, float* packed)
   pack_panels(a, lda, m, k, kPanelRows, packed);
 }
 
-int64_t packed_weight_floats(int64_t n, int64_t k) { return (n + kPanelCols - 1) / kPanelCols * kPanelCols * k; }
+int64_t weight_panel_cols(int64_t n) { return n <= kColumnAlign ? kColumnAlign : kPanelCols; }
+
+int64_t weight_panels(int64_t n) { return (n + weight_panel_cols(n) - 1) / weight_panel_cols(n); }
+
+int64_t packed_weight_floats(int64_t n, int64_t k) { return weight_panels(n) * weight_panel_cols(n) * k; }
 
 void pack_weight_columns(const float* w, int64_t ldw, int64_t n, int64_t k, float* packed) {
-  pack_panels(w, ldw, n, k, kPanelCols, packed);
+  pack_panels(w, ldw, n, k, weight_panel_cols(n), packed);
 }
 
 void packed_linear(const float* x, int64_t ldx, int64_t rows, int64_t k, const float* packed_w, int64_t n,
                    const float* bias, bool relu, float* y, int64_t ldy, int64_t panel_begin, int64_t panel_end) {
   TORCH_CHECK(packed_gemm_available(), "packed_linear: this CPU has no AVX2 + FMA");
-  TORCH_CHECK(k > 0 && n > 0 && 0 <= panel_begin && panel_begin <= panel_end &&
-                  panel_end <= (n + kPanelCols - 1) / kPanelCols,
+  TORCH_CHECK(k > 0 && n > 0 && 0 <= panel_begin && panel_begin <= panel_end && panel_end <= weight_panels(n),
               "packed_linear: bad shape or panel range");
 #if defined(__x86_64__)
   if (rows <= 0) return;
   const int64_t row_panels = (rows + kPanelRows - 1) / kPanelRows;
-  // This k chunk of x in row panels: at most rows (rounded up) x 256 floats,
-  // packed once per chunk and read from L1 by every panel of W.
-  thread_local std::vector<float> x_chunk;
-  x_chunk.resize(static_cast<size_t>(row_panels * kPanelRows * kChunk));
+  const int64_t width = weight_panel_cols(n);
+  const RowsKernel* kernels = width == kPanelCols ? kRowsKernels<kPanelCols> : kRowsKernels<kColumnAlign>;
+  // Per k chunk, every panel of W is read once from memory and x's chunk
+  // (rows x 256 floats) from the caches by every panel.
   for (int64_t k0 = 0; k0 < k; k0 += kChunk) {
     const int64_t kc = std::min(kChunk, k - k0);
-    pack_panels(x + k0, ldx, rows, kc, kPanelRows, x_chunk.data());
     const bool last = k0 + kc == k;
     for (int64_t q = panel_begin; q < panel_end; ++q) {
-      const int64_t col = q * kPanelCols;
-      LayerStore store{std::min(kPanelCols, n - col)};
+      const int64_t col = q * width;
+      LayerStore store{std::min(width, n - col)};
       store.add = k0 > 0;
       store.bias = last && bias ? bias + col : nullptr;
       store.relu = last && relu;
-      const float* sliver = packed_w + (q * k + k0) * kPanelCols;
+      const float* sliver = packed_w + (q * k + k0) * width;
       for (int64_t p = 0; p < row_panels; ++p) {
-        kernel_6x16(kc, x_chunk.data() + p * kc * kPanelRows, sliver, kPanelCols, y + p * kPanelRows * ldy + col,
-                    ldy, std::min(kPanelRows, rows - p * kPanelRows), store);
+        const int64_t r = std::min(kPanelRows, rows - p * kPanelRows);
+        kernels[r - 1](kc, x + p * kPanelRows * ldx + k0, ldx, sliver, y + p * kPanelRows * ldy + col, ldy, store);
       }
     }
   }

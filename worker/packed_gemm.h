@@ -44,23 +44,30 @@ void packed_gemm(const float* packed_a, int64_t m, int64_t k, const float* b, in
 
 // The same products for a linear layer, y = x W^T + b: W [n x k] (as a layer
 // stores its weights) packed once by pack_weight_columns() into panels of
-// kPanelCols output columns, x packed chunk by chunk while it runs. Each
-// panel of W is read once per call whatever the row count, which is what
-// bounds a serving engine's small batches: OpenBLAS's sgemm packs W again
-// on every call, and oneDNN's AVX2 gemm reads it once per few rows.
+// kPanelCols output columns (8 for a layer of at most 8), x read where it is
+// by kernels made for 1 to 6 rows. Each panel of W is read once per call
+// whatever the row count, which is what bounds a serving engine's small
+// batches: OpenBLAS's sgemm packs W again on every call, and oneDNN's AVX2
+// gemm reads it once per few rows.
 
-// Floats that pack_weight_columns() writes for n outputs of k inputs: n
-// rounded up to whole panels (padding columns are zeros), times k.
+// Output columns per panel of a layer with n outputs: kPanelCols, or
+// kColumnAlign (8) where n <= 8 (wider panels would be mostly padding).
+int64_t weight_panel_cols(int64_t n);
+// Panels of a layer with n outputs: n / weight_panel_cols(n), rounded up.
+int64_t weight_panels(int64_t n);
+
+// Floats that pack_weight_columns() writes for n outputs of k inputs: whole
+// panels (padding columns are zeros), times k.
 int64_t packed_weight_floats(int64_t n, int64_t k);
 
-// Packs W (n x k, row stride ldw): packed[(panel * k + j) * kPanelCols + i] =
-// W[panel * kPanelCols + i][j].
+// Packs W (n x k, row stride ldw), with P = weight_panel_cols(n):
+// packed[(panel * k + j) * P + i] = W[panel * P + i][j].
 void pack_weight_columns(const float* w, int64_t ldw, int64_t n, int64_t k, float* packed);
 
 // y[rows x n] (row stride ldy) = x[rows x k] (row stride ldx) W^T + bias
 // (n values, or null), then max(0, .) if relu, for the output columns of
-// panels [panel_begin, panel_end) only: callers split the panels between
-// threads. Columns past n are neither read nor written.
+// panels [panel_begin, panel_end) of weight_panels(n) only: callers split the
+// panels between threads. Columns past n are neither read nor written.
 void packed_linear(const float* x, int64_t ldx, int64_t rows, int64_t k, const float* packed_w, int64_t n,
                    const float* bias, bool relu, float* y, int64_t ldy, int64_t panel_begin, int64_t panel_end);
 

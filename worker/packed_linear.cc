@@ -11,7 +11,9 @@ namespace {
 
 // Output panels per intra-op task: about 1 MB of packed weights, so that a
 // task is worth waking a thread for.
-int64_t panels_per_task(int64_t in) { return std::max<int64_t>(1, (int64_t{1} << 18) / (in * kPanelCols)); }
+int64_t panels_per_task(int64_t in, int64_t out) {
+  return std::max<int64_t>(1, (int64_t{1} << 18) / (in * weight_panel_cols(out)));
+}
 
 }  // namespace
 
@@ -33,8 +35,7 @@ at::Tensor PackedLinear::run(const at::Tensor& x) const {
   const int64_t rows = input.size(0);
   at::Tensor out = at::empty({rows, out_}, input.options());
   const float* bias = bias_.defined() ? bias_.data_ptr<float>() : nullptr;
-  const int64_t panels = (out_ + kPanelCols - 1) / kPanelCols;
-  at::parallel_for(0, panels, panels_per_task(in_), [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, weight_panels(out_), panels_per_task(in_, out_), [&](int64_t begin, int64_t end) {
     packed_linear(input.data_ptr<float>(), in_, rows, in_, packed_.data_ptr<float>(), out_, bias, relu_,
                   out.data_ptr<float>(), out_, begin, end);
   });

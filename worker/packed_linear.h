@@ -1,9 +1,9 @@
 // A linear layer (y = x W^T + b, optionally ReLU) run by corepool's own AVX2
-// kernel (packed_gemm.h) on weights packed once into 16-column panels. Where
-// oneDNN has no brgemm kernel (CPUs without AVX-512) its inner product runs
-// `x64:gemm:jit`, which reads the weights again for every few rows: on the
-// memory benchmark's 307 MB layer it was slower than LibTorch's own addmm
-// from 2 rows on. This kernel reads every weight once per call at any row
+// kernel (packed_gemm.h) on weights packed once into panels of 16 output
+// columns (8 for a layer of at most 8 outputs). Where oneDNN has no brgemm
+// kernel (CPUs without AVX-512) its inner product runs `x64:gemm:jit`, which
+// reads the weights again for every few rows: on the memory benchmark's
+// 307 MB layer it was slower than LibTorch's own addmm from 2 rows on. This kernel reads every weight once per call at any row
 // count (corepool-linear-bench, bench/RESULTS.md). Made by the graph pass
 // (linear_rewrite.h) inside the optimizer's WeightArena scope, so the packed
 // weights are the one physical copy every worker maps.

@@ -59,17 +59,18 @@ TEST(PackedGemmTest, AnEmptySumIsZerosAndABadWidthIsAnError) {
   EXPECT_THROW(packed_gemm(pa.data(), 6, 4, bb.data(), 12, 12, cc.data(), 12), c10::Error) << "12 columns";
 }
 
-// packed_linear (y = x W^T + b, ReLU) against the same in double: rows
-// around the 6-row panel, k around the 256 chunk, outputs with a partial last
-// 16-column panel, a panel range at a time, row strides wider than the rows.
+// packed_linear (y = x W^T + b, ReLU) against the same in double: every row
+// count of the 6-row kernels and past it, k around the 256 chunk, outputs in
+// 8-column panels (3, 8) and 16-column ones with a partial last panel, a
+// panel range at a time, row strides wider than the rows.
 TEST(PackedGemmTest, PackedLinearEqualsANaiveLayerOnEveryEdge) {
   if (!packed_gemm_available()) GTEST_SKIP() << "this CPU has no AVX2 + FMA: corepool uses oneDNN instead";
   std::mt19937 rng(20261128);
-  for (int64_t rows : {1, 6, 7, 13}) {
+  for (int64_t rows : {1, 2, 3, 4, 5, 6, 7, 13}) {
     for (int64_t k : {1, 64, 256, 300}) {
-      for (int64_t n : {3, 16, 21, 40}) {
+      for (int64_t n : {3, 8, 16, 21, 40}) {
         for (bool relu : {false, true}) {
-          const int64_t ldx = k + 2, ldy = n + 9, panels = (n + kPanelCols - 1) / kPanelCols;
+          const int64_t ldx = k + 2, ldy = n + 9, panels = weight_panels(n);
           const std::vector<float> x = random_floats(rows * ldx, rng), w = random_floats(n * k, rng),
                                    bias = random_floats(n, rng);
           std::vector<float> packed(packed_weight_floats(n, k)), y(rows * ldy, 42.0f);
