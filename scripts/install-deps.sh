@@ -9,7 +9,7 @@ PACKAGES=(
   libtorch-dev libdnnl-dev libopenblas-dev libopenblas0-pthread
   libboost-dev libuv1-dev libjemalloc-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libsndfile1-dev libsoxr-dev
+  libsndfile1-dev libsoxr-dev libfftw3-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libsystemd-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   python3-grpcio python3-grpc-tools

@@ -181,6 +181,39 @@ TEST(FeaturesTest, LogMelEqualsANaiveDftAndHtkFilterbankInDoublePrecision) {
   std::printf("largest log-mel difference from the reference: %.2e\n", worst);
 }
 
+// A batch of different segments in another geometry: each item equals the
+// reference of its own segment (no item's frames leak into another's), with
+// an odd hop, fmin above 0, and so many mels for n_fft 128 that the lowest
+// filters fall between two FFT bins and have no weight at all (their band
+// sits at the floor, as the reference's does).
+TEST(FeaturesTest, EveryItemOfABatchEqualsTheReferenceOfItsOwnSegment) {
+  ModelConfig cfg = logmel_config();
+  cfg.sample_rate = 8000;
+  cfg.segment_seconds = 0.25;
+  cfg.n_fft = 128;
+  cfg.hop_length = 37;
+  cfg.n_mels = 80;
+  cfg.fmin = 20;
+  cfg.fmax = 0;  // sample_rate / 2
+  FeatureExtractor fx(cfg);
+  const std::vector<std::vector<float>> segments = {tones_over_noise(cfg), tone(700, cfg.segment_samples(), 8000),
+                                                    std::vector<float>(cfg.segment_samples(), 0.0f)};
+  const torch::Tensor t = fx.compute({segments[0].data(), segments[1].data(), segments[2].data()});
+  ASSERT_EQ(t.sizes(), (std::vector<int64_t>{3, 1, 80, 1 + cfg.segment_samples() / 37}));
+  const auto fb = naive_filterbank(cfg);
+  ASSERT_TRUE(std::all_of(fb[0].begin(), fb[0].end(), [](double w) { return w == 0; }))
+      << "the geometry no longer has an empty filter";
+  for (size_t b = 0; b < segments.size(); ++b) {
+    const auto reference = naive_log_mel(cfg, segments[b]);
+    const auto got = t[b][0].contiguous();
+    for (int m = 0; m < cfg.n_mels; ++m) {
+      for (int64_t f = 0; f < got.size(1); ++f) {
+        ASSERT_NEAR(got[m][f].item<float>(), reference[m][f], 1e-3) << "item " << b << ", band " << m << ", frame " << f;
+      }
+    }
+  }
+}
+
 TEST(FeaturesTest, AToneLightsUpTheMelBandContainingItsFrequency) {
   const ModelConfig cfg = logmel_config();
   FeatureExtractor fx(cfg);
