@@ -64,9 +64,17 @@ std::vector<std::vector<float>> read_segments(const std::string& path, const Mod
   return out;
 }
 
+// Where a pipeline point's engine time went, summed over its executions
+// (one per forward(), counted once through the item at batch position 0).
+struct Phases {
+  uint64_t executions = 0, items = 0;
+  double input_ms = 0, infer_ms = 0, output_ms = 0;
+};
+
 struct Measured {
   uint64_t segments = 0;
   std::vector<double> latency_ms;
+  Phases phases;
 };
 
 // Submit-to-result time of every segment.
@@ -76,8 +84,15 @@ class LatencyLog {
     std::lock_guard<std::mutex> lock(mu_);
     started_[{stream, index}] = Clock::now();
   }
-  void finished(uint64_t stream, uint64_t index) {
+  void finished(uint64_t stream, uint64_t index, const SegmentTiming& t) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (t.batch > 0 && t.batch_pos == 0) {
+      ++phases_.executions;
+      phases_.items += t.batch;
+      phases_.input_ms += t.input_ns / 1e6;
+      phases_.infer_ms += t.infer_ns / 1e6;
+      phases_.output_ms += t.output_ns / 1e6;
+    }
     auto it = started_.find({stream, index});
     if (it == started_.end()) return;
     ms_.push_back(ms_since(it->second));
@@ -87,11 +102,16 @@ class LatencyLog {
     std::lock_guard<std::mutex> lock(mu_);
     return std::move(ms_);
   }
+  Phases phases() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return phases_;
+  }
 
  private:
   std::mutex mu_;
   std::map<std::pair<uint64_t, uint64_t>, Clock::time_point> started_;
   std::vector<double> ms_;
+  Phases phases_;
 };
 
 // The pipeline's executor with a stopwatch on every segment; the probe's
@@ -137,7 +157,7 @@ Measured pipeline(Config engine, const std::shared_ptr<const LoadedModel>& model
   LatencyLog log;
   const ExecutorFactory measured = [&](Executor::Completion done) -> std::unique_ptr<Executor> {
     auto executor = inner([&log, done](SegmentResult&& r) {
-      log.finished(r.stream, r.index);
+      log.finished(r.stream, r.index, r.timing);
       done(std::move(r));
     });
     probe.mark_start();
@@ -146,7 +166,21 @@ Measured pipeline(Config engine, const std::shared_ptr<const LoadedModel>& model
   const BatchStats stats = run_batch(batch, model->config, measured);
   std::filesystem::remove_all(tmpl);
   if (stats.files_ok != 1) throw std::runtime_error("bench: the " + engine.mode + " pipeline run failed");
-  return {stats.segments, log.take()};
+  return {stats.segments, log.take(), log.phases()};
+}
+
+// Per segment: ms of features, forward() and copy-out inside the engines, and
+// the rest of the workers' wall time (waiting for work, dispatch, the
+// pipeline's own threads taking the CPU). The ceilings have no phases.
+json phases_json(const Phases& p, double worker_seconds) {
+  if (p.items == 0) return json::object();
+  const double n = static_cast<double>(p.items);
+  const double engine_ms = p.input_ms + p.infer_ms + p.output_ms;
+  return {{"mean_batch", n / p.executions},
+          {"input_ms", p.input_ms / n},
+          {"infer_ms", p.infer_ms / n},
+          {"output_ms", p.output_ms / n},
+          {"other_ms", (worker_seconds * 1e3 - engine_ms) / n}};
 }
 
 json point_json(const BenchOptions& o, const Config& engine, const EnginePlan& plan, const Measured& m,
@@ -176,7 +210,8 @@ json point_json(const BenchOptions& o, const Config& engine, const EnginePlan& p
           {"pss_peak_kb", w.pss_peak_kb},
           {"pss_avg_kb", w.pss_avg_kb},
           {"jemalloc_bytes", allocator},
-          {"memory", memory}};
+          {"memory", memory},
+          {"phases", phases_json(m.phases, w.seconds * engine.workers)}};
 }
 
 // `--point plan`: the plan alone (thread mode's), for the sweep to measure the
@@ -237,7 +272,7 @@ ExitCode run_bench_point(const BenchOptions& o, const Config& config) {
     run.inputs = read_segments(o.audio, model->config, run.batch, &run.segments);
     const CeilingResult r = o.point == "ceiling-threads" ? ceiling_threads(model, run, probe)
                                                          : ceiling_processes(model, run, probe);
-    m = {r.segments, r.forward_ms};
+    m = {r.segments, r.forward_ms, {}};
   }
   std::printf("%s\n", point_json(o, engine, plan, m, probe, budget.usable).dump().c_str());
   return ExitCode::kOk;

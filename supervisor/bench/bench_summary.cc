@@ -21,6 +21,23 @@ std::vector<double> field(const std::vector<json>& runs, const std::function<dou
   return v;
 }
 
+// Medians of the runs' "phases" (bench_point.cc); zeros when no run has them.
+PointSummary::Phases phases_of(const std::vector<json>& runs) {
+  std::vector<json> with;
+  for (const auto& r : runs) {
+    if (r.contains("phases") && r["phases"].contains("infer_ms")) with.push_back(r["phases"]);
+  }
+  PointSummary::Phases p;
+  if (with.empty()) return p;
+  auto med = [&](const char* key) { return median(field(with, [key](const json& x) { return x[key].get<double>(); })); };
+  p.input_ms = med("input_ms");
+  p.infer_ms = med("infer_ms");
+  p.output_ms = med("output_ms");
+  p.other_ms = med("other_ms");
+  p.mean_batch = med("mean_batch");
+  return p;
+}
+
 }  // namespace
 
 PointSummary summarize(const SweepPoint& point, const std::vector<json>& runs, double hop_seconds) {
@@ -35,6 +52,11 @@ PointSummary summarize(const SweepPoint& point, const std::vector<json>& runs, d
   s.seconds_max = *std::max_element(secs.begin(), secs.end());
   s.spread = spread(secs);
   s.rate = s.seconds > 0 ? s.segments / s.seconds : 0;  // one figure: every run of a point has the same work
+  for (const auto& r : runs) {
+    const double t = r["seconds"].get<double>();
+    s.rates.push_back(t > 0 ? r["segments"].get<double>() / t : 0);
+  }
+  s.phases = phases_of(runs);
   s.x_real_time = s.rate * hop_seconds;
   s.p50_ms = median(field(runs, [](const json& r) { return r["latency_ms"][0].get<double>(); }));
   s.p95_ms = median(field(runs, [](const json& r) { return r["latency_ms"][1].get<double>(); }));

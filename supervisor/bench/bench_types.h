@@ -78,6 +78,14 @@ struct PointSummary {
   nlohmann::json jemalloc; // {"allocated": bytes, ...} of the point's own process, median run; {} on glibc
   int batch = 0;           // items per forward() the median run used (its plan's batch)
   std::string optimize;    // engine.optimize the median run applied
+  // Segments per second of each run, in repeat order: the verdict sets a
+  // mode's repeat r against its ceiling's repeat r, run next to it in time.
+  std::vector<double> rates;
+  // Pipeline kinds: ms per segment inside the engines (medians over runs),
+  // and the rest of the engines' wall time; all 0 for the ceilings.
+  struct Phases {
+    double input_ms = 0, infer_ms = 0, output_ms = 0, other_ms = 0, mean_batch = 0;
+  } phases;
 };
 
 }  // namespace corepool

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "supervisor/bench/bench_queries.h"
+#include "supervisor/bench/bench_stats.h"
 
 namespace corepool {
 namespace {
@@ -17,17 +18,56 @@ using bench::format;
 using Lines = std::vector<std::string>;
 using Points = std::vector<PointSummary>;
 
+// Repeat r of `a` against repeat r of `b`: the sweep runs them next to each
+// other in time, so a slow phase of the host (another tenant on the same
+// physical cores) slows both, and their ratio cancels it where the ratio of
+// medians mixes runs minutes apart. "" unless at least two repeats pair up.
+std::string paired(const PointSummary& a, const PointSummary& b) {
+  std::vector<double> r;
+  for (size_t i = 0; i < a.rates.size() && i < b.rates.size(); ++i) {
+    if (b.rates[i] > 0) r.push_back(a.rates[i] / b.rates[i]);
+  }
+  if (r.size() < 2) return "";
+  const auto [lo, hi] = std::minmax_element(r.begin(), r.end());
+  return format("; repeat by repeat %.2f (median of ", median(r)) + std::to_string(r.size()) +
+         format(" pairs, %.2f-%.2f)", *lo, *hi);
+}
+
+// "<mode> reaches R of the <ceiling> (target T)": the ratio of the medians,
+// then the paired one.
+void ceiling_ratio(const PointSummary* mode, const PointSummary* ceiling, const std::string& subject,
+                   const std::string& reference, const std::string& target, Lines& out) {
+  if (!mode || !ceiling) return;
+  out.push_back(subject + format(" reaches %.2f of the ", mode->rate / ceiling->rate) + reference + " (target " +
+                target + ")" + paired(*mode, *ceiling));
+}
+
+// Where a pipeline kind's engine time went, per segment: the share of
+// forward() is what the kind could reach of a ceiling that runs forward()
+// alone, had its own forward() been as fast as the ceiling's.
+void phase_lines(const Points& points, const std::string& alloc, int n, Lines& out) {
+  for (const char* kind : {"thread", "process"}) {
+    const auto* p = find_point(points, kind, n, 1, alloc);
+    if (!p || p->phases.mean_batch <= 0) continue;
+    const auto& ph = p->phases;
+    const double total = ph.input_ms + ph.infer_ms + ph.output_ms + ph.other_ms;
+    out.push_back(std::string(kind) + format(" mode at %.0f worker(s), per segment of the engines' wall time: "
+                                             "forward() %.2f ms, features %.2f ms, ", n, ph.infer_ms, ph.input_ms) +
+                  format("copy-out %.3f ms, elsewhere %.2f ms (waiting for work, dispatch); ", ph.output_ms,
+                         ph.other_ms) +
+                  format("forward() is %.1f%% of it (mean batch %.2f)", 100 * ph.infer_ms / total, ph.mean_batch));
+  }
+}
+
 // Ceilings, the two modes, and LibTorch's defaults against intra-op 1.
 void mode_ratios(const Points& points, const std::string& alloc, int n, int m, Lines& out) {
   auto at = [&](const std::string& kind, int w, int intra) { return find_point(points, kind, w, intra, alloc); };
   const auto *proc = at("process", n, 1), *thr = at("thread", n, 1);
   const auto *cp = at("ceiling-processes", n, 1), *ct = at("ceiling-threads", n, 1);
-  if (proc && cp) out.push_back(format("process mode reaches %.2f of the bare process ceiling at %.0f worker(s)",
-                                       proc->rate / cp->rate, n) + " (target >= 0.97, and at most 1.03)");
-  if (proc && ct) out.push_back(format("process mode reaches %.2f of the bare thread ceiling at %.0f worker(s)",
-                                       proc->rate / ct->rate, n) + " (target >= 0.97)");
-  if (thr && ct) out.push_back(format("thread mode reaches %.2f of the bare thread ceiling at %.0f engine thread(s)",
-                                      thr->rate / ct->rate, n) + " (target >= 0.97)");
+  const std::string workers = format("%.0f worker(s)", n), threads = format("%.0f engine thread(s)", n);
+  ceiling_ratio(proc, cp, "process mode", "bare process ceiling at " + workers, ">= 0.97, and at most 1.03", out);
+  ceiling_ratio(proc, ct, "process mode", "bare thread ceiling at " + workers, ">= 0.97", out);
+  ceiling_ratio(thr, ct, "thread mode", "bare thread ceiling at " + threads, ">= 0.97", out);
   if (cp && ct) out.push_back(format("the process ceiling is %.2fx the thread ceiling at %.0f worker(s)",
                                      cp->rate / ct->rate, n));
   if (proc && thr) out.push_back(format("at %.0f worker(s) process mode gives %.2fx the throughput of thread mode",
@@ -167,6 +207,7 @@ std::vector<std::string> verdict(const std::vector<PointSummary>& points, int us
   plain_ratios(points, alloc, n, out);
   roofline_lines(points, alloc, n, usable, roofline, out);
   mode_ratios(points, alloc, n, m, out);
+  phase_lines(points, alloc, n, out);
   thread_scaling(points, alloc, m, out);
   intra_op_costs(points, alloc, m, out);
   allocator_costs(points, n, out);

@@ -110,6 +110,41 @@ TEST(BenchReportTest, VerdictPrintsEveryDefaultKindAgainstPlainAndProcessModeAga
   EXPECT_TRUE(has_line(lines, "the process ceiling is 0.80x the thread ceiling at 2 worker(s)"));
 }
 
+TEST(BenchReportTest, CeilingRatiosArePairedRepeatByRepeat) {
+  // The host slows down 1.5x from repeat 2 on, while thread mode runs 5 %
+  // slower than its ceiling except in the repeat where the slow-down began
+  // between the two: thread 2.1, 3.15, 2.1 s against 2.0, 3.0, 3.0 s. The
+  // medians (2.1 and 3.0 s) give 1.43; the pairs 0.952, 0.952, 1.43.
+  const PointSummary thr = summarize({"thread", 2, 1, "jemalloc"}, {run(2.1), run(3.15), run(2.1)}, 0.5);
+  const PointSummary ceil = summarize({"ceiling-threads", 2, 1, "jemalloc"}, {run(2.0), run(3.0), run(3.0)}, 0.5);
+  ASSERT_EQ(thr.rates.size(), 3u);
+  EXPECT_DOUBLE_EQ(thr.rates[1], 120 / 3.15);
+  const auto lines = verdict({thr, ceil}, 2);
+  EXPECT_TRUE(has_line(lines, "thread mode reaches 1.43 of the bare thread ceiling at 2 engine thread(s) (target >= "
+                              "0.97); repeat by repeat 0.95 (median of 3 pairs, 0.95-1.43)"));
+  // One repeat pairs nothing: the ratio of medians alone.
+  const auto single = verdict({point("thread", 2, 1, 2.1), point("ceiling-threads", 2, 1, 2.0)}, 2);
+  EXPECT_TRUE(has_line(single, "0.95 of the bare thread ceiling at 2 engine thread(s) (target >= 0.97)"));
+  EXPECT_FALSE(has_line(single, "repeat by repeat"));
+}
+
+TEST(BenchReportTest, PhasesAreMediansAndTheVerdictSharesTheEnginesTime) {
+  auto with_phases = [](double seconds, double infer) {
+    json r = run(seconds);
+    r["phases"] = {{"input_ms", 0.5}, {"infer_ms", infer}, {"output_ms", 0.0}, {"other_ms", 0.5}, {"mean_batch", 4}};
+    return r;
+  };
+  const PointSummary thr =
+      summarize({"thread", 2, 1, "jemalloc"}, {with_phases(2, 20), with_phases(2, 18), with_phases(2, 30)}, 0.5);
+  EXPECT_DOUBLE_EQ(thr.phases.infer_ms, 20);
+  // 20 / (0.5 + 20 + 0 + 0.5) = 95.2 %
+  EXPECT_TRUE(has_line(verdict({thr}, 2), "thread mode at 2 worker(s), per segment of the engines' wall time: "
+                                          "forward() 20.00 ms, features 0.50 ms, copy-out 0.000 ms, elsewhere 0.50 ms "
+                                          "(waiting for work, dispatch); forward() is 95.2% of it (mean batch 4.00)"));
+  // A ceiling has no phases and no such line.
+  EXPECT_FALSE(has_line(verdict({point("thread", 2, 1, 2.0)}, 2), "per segment of the engines"));
+}
+
 TEST(BenchReportTest, VerdictSetsEveryKindAgainstTheCoresPeak) {
   // 120 segments: plain in 5 s = 24/s, thread in 2 s = 60/s, on 2 workers.
   // 1 GFLOP per segment against 50 GFLOP/s per core: 24 / 100 = 24 %, 60 %.
@@ -144,6 +179,19 @@ TEST_F(BenchOutputTest, CsvHasAHeaderAndOneRowPerConfiguration) {
   // (none recorded in these runs: empty and 0).
   EXPECT_EQ(rows[2].substr(rows[2].size() - 19), ",3.0,4.0,5.0,6.0,,0");
   EXPECT_EQ(rows[0].substr(rows[0].size() - 15), ",optimize,batch");
+}
+
+TEST_F(BenchOutputTest, JsonKeepsTheRatesOfEveryRepeatAndThePhases) {
+  json r = run(2.0);
+  r["phases"] = {{"input_ms", 0.25}, {"infer_ms", 18.5}, {"output_ms", 0.001}, {"other_ms", 0.125}, {"mean_batch", 3.5}};
+  const PointSummary s = summarize({"process", 2, 1, "jemalloc"}, {r, run(4.0)}, 0.5);
+  write_json(path("results.json"), json{{"usable_cpus", 2}}, {s}, {});
+  json host;
+  const auto back = read_json(path("results.json"), &host);
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].rates, (std::vector<double>{60, 30}));
+  EXPECT_DOUBLE_EQ(back[0].phases.infer_ms, 18.5);
+  EXPECT_DOUBLE_EQ(back[0].phases.mean_batch, 3.5);  // the one run that has phases
 }
 
 TEST_F(BenchOutputTest, GnuplotDrawsEveryPlotThePointsAllow) {
