@@ -39,12 +39,13 @@ run() {
 total_started=$SECONDS
 
 # The fp32 targets of issue 15 in one run: every kind against `plain` and the
-# ceilings at 2 workers (where the targets are). 300 s of audio and 5
+# ceilings at 2 workers (where the targets are). 300 s of audio and 7
 # repeats (median), about 4 min: on shared VMs 2-3 s points spread 13-24 %
-# between repeats, which hid a steady 6 % gap to the ceilings (RESULTS.md).
+# between repeats. Each mode runs next to its ceiling (in both orders of the
+# repeats), so that the verdict's repeat-by-repeat ratios pair runs seconds apart.
 run throughput "$COREPOOL" --log-level warn bench --model "$CNN10" \
-  --modes plain,thread,process,ceiling-threads,ceiling-processes --worker-counts 2 --intra-ops 1 \
-  --allocators jemalloc --repeats 5 --audio-seconds 300 --out "$OUT/throughput"
+  --modes plain,thread,ceiling-threads,process,ceiling-processes --worker-counts 2 --intra-ops 1 \
+  --allocators jemalloc --repeats 7 --audio-seconds 300 --out "$OUT/throughput"
 # bf16 against `plain` in a run of its own, 2 workers: where bf16 is emulated
 # (no AVX512_BF16) one repeat of 120 s would take minutes.
 run bf16-throughput "$COREPOOL" --log-level warn bench --model "$CNN10" --modes plain,bf16 --worker-counts 2 \
@@ -104,5 +105,8 @@ run tagger-cost-default "$COREPOOL" --log-level warn bench --model models/defaul
   --worker-counts 1 --intra-ops 1 --allocators jemalloc --repeats 3 --audio-seconds 30 --out "$OUT/tagger-default"
 run tagger-cost-cnn10 "$COREPOOL" --log-level warn bench --model "$CNN10" --modes ceiling-threads,thread \
   --worker-counts 1 --intra-ops 1 --allocators jemalloc --repeats 3 --audio-seconds 30 --out "$OUT/tagger-cnn10"
+
+# The log-mel step alone: corepool's FeatureExtractor against LibTorch's ops.
+run features "$BUILD/bench/corepool-features-bench" --model-toml "$CNN10/model.toml"
 
 echo "bench-all: $step tables in $((SECONDS - total_started)) s at $commit; outputs in $OUT/"

@@ -3,7 +3,9 @@
 // this process plus its children (process mode's workers) every interval, and
 // the window between mark_start() and mark_end() gets the CPU time and the
 // voluntary / involuntary context switches of the same processes. The sampler
-// costs about 1 % of one cpu at the default 100 ms.
+// keeps its own cost within 1 % of one cpu: every interval (100 ms by
+// default), or less often when a sample takes over 1 % of that (bench
+// processes of hundreds of MB: a few samples a second).
 #pragma once
 
 #include <condition_variable>
@@ -39,6 +41,10 @@ struct ProbeWindow {
 // This process and its live children (found by parent pid in /proc).
 CpuCounters read_cpu_counters();
 std::vector<int> child_pids();
+
+// The sampler's pause after a sample that cost `cost_seconds` of cpu: the
+// interval, or long enough that sampling takes at most 1 % of one cpu.
+double sampler_pause_seconds(double cost_seconds, int interval_ms);
 
 class ResourceProbe {
  public:

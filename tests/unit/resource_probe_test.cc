@@ -61,6 +61,12 @@ TEST(ResourceProbeTest, WindowCountsAChildsCpuTimeAndOurBlockingSwitches) {
                              [](const MemorySample& a, const MemorySample& b) { return a.seconds < b.seconds; }));
 }
 
+TEST(ResourceProbeTest, TheSamplerStaysWithinOnePercentOfACpu) {
+  EXPECT_DOUBLE_EQ(sampler_pause_seconds(0.0002, 100), 0.1);   // cheap samples: the interval
+  EXPECT_DOUBLE_EQ(sampler_pause_seconds(0.011, 100), 1.089);  // 11 ms per sample: 11 / (11 + 1089) = 1 %
+  EXPECT_DOUBLE_EQ(sampler_pause_seconds(0.001, 100), 0.1);    // exactly 1 % at the interval
+}
+
 TEST(ResourceProbeTest, AnEmptyWindowReportsNothing) {
   ResourceProbe probe;
   const ProbeWindow w = probe.window();
