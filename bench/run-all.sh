@@ -40,7 +40,7 @@ total_started=$SECONDS
 
 # The fp32 targets of issue 15 in one run: every kind against `plain` and the
 # ceilings at 2 workers (where the targets are). 300 s of audio and 7
-# repeats (median), about 4 min: on shared VMs 2-3 s points spread 13-24 %
+# repeats (median), about 6 min: on shared VMs 2-3 s points spread 13-24 %
 # between repeats. Each mode runs next to its ceiling (in both orders of the
 # repeats), so that the verdict's repeat-by-repeat ratios pair runs seconds apart.
 run throughput "$COREPOOL" --log-level warn bench --model "$CNN10" \

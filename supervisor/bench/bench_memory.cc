@@ -87,6 +87,30 @@ std::shared_ptr<const LoadedModel> config_only(const std::string& dir) {
   return model;
 }
 
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+// Where a respawn's time goes: SIGKILL -> the supervisor reaped the victim
+// (its slot shows another pid or none), -> the replacement is ready. Polled
+// every 200 us: a spinning poll would take a cpu from the worker it times.
+struct RespawnPhases {
+  double reaped_ms = -1, ready_ms = -1;
+};
+
+RespawnPhases watch_respawn(const ProcessPool& pool, int victim, Clock::time_point start) {
+  RespawnPhases p;
+  while (ms_since(start) < 10000) {
+    const ExecutorStats s = pool.stats();
+    const int pid = s.pids.empty() ? victim : s.pids[0];
+    if (p.reaped_ms < 0 && pid != victim) p.reaped_ms = ms_since(start);
+    if (pid != victim && pid != 0 && s.all_ready) {
+      p.ready_ms = ms_since(start);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return p;
+}
+
 }  // namespace
 
 ExitCode run_memory_point(const BenchOptions& o, const Config& engine) {
@@ -139,13 +163,16 @@ ExitCode run_respawn_point(const BenchOptions& o, const Config& engine) {
     counter.wait_for(++sent);
     return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   };
+  json phases = json::array();
   for (int k = 0; k < kRespawnKills; ++k) {
     const int victim = pool.worker_pids()[0];
     const auto start = Clock::now();
     ::kill(victim, SIGKILL);
     pool.submit({0, sent, pcm});  // queued until the replacement takes it
+    const RespawnPhases p = watch_respawn(pool, victim, start);
     counter.wait_for(++sent);
-    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    ms.push_back(ms_since(start));
+    phases.push_back({p.reaped_ms, p.ready_ms, ms.back()});
     steady.push_back(timed_request());  // the same request on a warm worker, for reference
   }
   const std::vector<double> each = ms;
@@ -154,6 +181,7 @@ ExitCode run_respawn_point(const BenchOptions& o, const Config& engine) {
   std::printf("%s\n", json{{"kind", "respawn"}, {"each_ms", each}, {"median_ms", ms[ms.size() / 2]},
                            {"max_ms", ms.back()}, {"min_ms", ms.front()},
                            {"warm_request_ms", steady[steady.size() / 2]},
+                           {"phases", {{"columns", {"reaped_ms", "ready_ms", "answered_ms"}}, {"each", phases}}},
                            {"weight_bytes", model->weight_bytes}}.dump().c_str());
   return ExitCode::kOk;
 }
@@ -194,6 +222,22 @@ void print_memory_table(const std::string& when, const char* key, const std::vec
   std::fflush(stdout);
 }
 
+// Medians of each phase, and the slowest kill's phases.
+void print_respawn_phases(const json& each) {
+  std::vector<double> reaped, ready, answered;
+  size_t slowest = 0;
+  for (size_t i = 0; i < each.size(); ++i) {
+    reaped.push_back(each[i][0]);
+    ready.push_back(each[i][1]);
+    answered.push_back(each[i][2]);
+    if (answered[i] > answered[slowest]) slowest = i;
+  }
+  if (each.empty()) return;
+  std::printf("\nwhere it goes, ms after SIGKILL (median; the slowest kill): reaped by the supervisor %.1f (%.1f), "
+              "replacement ready %.1f (%.1f), request answered %.1f (%.1f)\n",
+              median(reaped), reaped[slowest], median(ready), ready[slowest], median(answered), answered[slowest]);
+}
+
 ExitCode run_memory_bench(const BenchOptions& o) {
   std::printf("corepool bench --memory: model %s, engine.optimize %s, batch %s (the plan's)\n",
               o.model_dir.c_str(), o.optimize.c_str(),
@@ -230,7 +274,7 @@ ExitCode run_memory_bench(const BenchOptions& o) {
                 kRespawnKills, j["median_ms"].get<double>(), j["min_ms"].get<double>(), j["max_ms"].get<double>(),
                 j["warm_request_ms"].get<double>());
     for (const auto& v : j["each_ms"]) std::printf(" %.1f", v.get<double>());
-    std::printf("\n");
+    print_respawn_phases(j["phases"]["each"]);
   }
   return ExitCode::kOk;
 }
