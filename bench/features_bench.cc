@@ -3,9 +3,12 @@
 // against the same features through LibTorch's ops (stft, abs, square, a
 // dense filterbank matmul, log: corepool's path before 2026-11-27). Prints the
 // best of --reps calls per batch size and the largest difference between the
-// two on noise, in ln units.
+// two on noise, in ln units. Run it under the allocator corepool runs with
+// (bench-all preloads jemalloc): glibc's malloc maps and unmaps LibTorch's
+// large intermediate tensors on every call, which makes its ops look slower.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 
 #include <CLI/CLI.hpp>
@@ -47,6 +50,8 @@ int main(int argc, char** argv) {
   const torch::Tensor window = torch::hann_window(cfg.n_fft);
   std::printf("%s: %d Hz, %.2f s segments, n_fft %d, hop %d, %d mels; one thread, best of %d calls\n",
               model_toml.c_str(), cfg.sample_rate, cfg.segment_seconds, cfg.n_fft, cfg.hop_length, cfg.n_mels, reps);
+  const char* preload = std::getenv("LD_PRELOAD");
+  std::printf("malloc: %s\n", preload && *preload ? preload : "glibc's (nothing preloaded)");
   std::printf("%6s %22s %22s %9s %14s\n", "batch", "LibTorch ops ms/seg", "FeatureExtractor ms/seg", "speed-up",
               "max |diff| ln");
   std::mt19937 rng(1);

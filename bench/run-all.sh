@@ -106,7 +106,9 @@ run tagger-cost-default "$COREPOOL" --log-level warn bench --model models/defaul
 run tagger-cost-cnn10 "$COREPOOL" --log-level warn bench --model "$CNN10" --modes ceiling-threads,thread \
   --worker-counts 1 --intra-ops 1 --allocators jemalloc --repeats 3 --audio-seconds 30 --out "$OUT/tagger-cnn10"
 
-# The log-mel step alone: corepool's FeatureExtractor against LibTorch's ops.
-run features "$BUILD/bench/corepool-features-bench" --model-toml "$CNN10/model.toml"
+# The log-mel step alone: corepool's FeatureExtractor against LibTorch's ops,
+# under jemalloc as corepool runs them (engine.allocator).
+run features env LD_PRELOAD="$(pkg-config --variable=libdir jemalloc)/libjemalloc.so.2" \
+  "$BUILD/bench/corepool-features-bench" --model-toml "$CNN10/model.toml"
 
 echo "bench-all: $step tables in $((SECONDS - total_started)) s at $commit; outputs in $OUT/"
