@@ -9,6 +9,7 @@
 #include "worker/features.h"
 
 #include <fftw3.h>
+#include <pthread.h>
 
 #include <cmath>
 #include <cstring>
@@ -30,6 +31,22 @@ std::mutex& planner_mutex() {
   static std::mutex mu;
   return mu;
 }
+
+// Process mode forks workers while another thread of the supervisor may be
+// planning (a reload builds and calibrates a new engine): a child would
+// inherit the mutex held by a thread it does not have, and FFTW's planner
+// halfway through an update. So every fork waits until the planner is free,
+// as glibc's malloc does for its own locks. Registered during static
+// initialisation, before any thread exists: glibc skips the child handler
+// of a registration that raced with a fork's prepare phase, so a lazy
+// registration could let the first fork copy the mutex locked.
+struct HoldPlannerAcrossFork {
+  HoldPlannerAcrossFork() {
+    ::pthread_atfork([] { planner_mutex().lock(); }, [] { planner_mutex().unlock(); },
+                     [] { planner_mutex().unlock(); });
+  }
+};
+const HoldPlannerAcrossFork hold_planner_across_fork;
 
 // FFTW_ESTIMATE: the same plan in every process and every run, so that every
 // worker computes bit-identical features (FFTW_MEASURE times candidates and

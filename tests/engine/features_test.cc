@@ -2,10 +2,15 @@
 // against an independent reference written here from the definition (a naive
 // DFT and an HTK mel filterbank in double precision), never against the
 // extractor's own filterbank.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -238,6 +243,38 @@ TEST(FeaturesTest, SilenceSitsAtTheLogFloor) {
   std::vector<float> x(cfg.segment_samples(), 0.0f);
   torch::Tensor t = fx.compute({x.data()});
   EXPECT_NEAR(t.max().item<float>(), std::log(1e-6), 1e-3);
+}
+
+// Process mode forks workers from the supervisor while another of its
+// threads may be building an extractor (a reload's calibration): a child
+// forked then must still be able to plan, not inherit the FFTW planner's
+// lock held by a thread that does not exist in it. One extractor first, as
+// the supervisor builds and calibrates one before it forks: LibTorch's ops
+// initialise function-local statics on their first call, and a fork in the
+// middle of that would hang the child in LibTorch, not in corepool.
+TEST(FeaturesTest, AChildForkedWhileAnotherThreadPlansCanPlanToo) {
+  const ModelConfig cfg = logmel_config();
+  { FeatureExtractor first(cfg); }
+  std::atomic<bool> stop{false};
+  std::thread planner([&] {
+    while (!stop) FeatureExtractor fx(cfg);
+  });
+  int stuck = 0;
+  for (int i = 0; i < 100; ++i) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::alarm(5);  // a child that cannot plan dies of SIGALRM
+      FeatureExtractor fx(cfg);
+      ::_exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++stuck;
+  }
+  stop = true;
+  planner.join();
+  EXPECT_EQ(stuck, 0) << "children forked while the other thread planned could not plan";
 }
 
 TEST(FeaturesTest, WaveformInputIsPassedThroughUnchanged) {
