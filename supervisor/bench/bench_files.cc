@@ -56,10 +56,7 @@ std::vector<PointSummary> read_json(const std::string& path, json* host) {
       s.batch = p.value("batch", 0);
       s.optimize = p.value("optimize", std::string());
       s.rates = p.value("rates", std::vector<double>{});
-      if (const auto ph = p.find("phases"); ph != p.end() && !ph->empty()) {
-        s.phases = {ph->at("input_ms"), ph->at("infer_ms"), ph->at("output_ms"), ph->at("other_ms"),
-                    ph->at("mean_batch")};
-      }
+      s.phases = phases_from_json(p.value("phases", json::object()));
       out.push_back(s);
     }
   } catch (const json::exception& e) {
@@ -93,16 +90,6 @@ void write_csv(const std::string& path, const std::vector<PointSummary>& points)
   if (!out) throw std::runtime_error("bench: cannot write " + path);
 }
 
-namespace {
-
-json phases_json(const PointSummary::Phases& p) {
-  if (p.mean_batch <= 0) return json::object();
-  return {{"input_ms", p.input_ms}, {"infer_ms", p.infer_ms}, {"output_ms", p.output_ms},
-          {"other_ms", p.other_ms}, {"mean_batch", p.mean_batch}};
-}
-
-}  // namespace
-
 void write_json(const std::string& path, const json& host, const std::vector<PointSummary>& points,
                 const std::vector<std::string>& verdict) {
   json list = json::array();
@@ -118,7 +105,7 @@ void write_json(const std::string& path, const json& host, const std::vector<Poi
                     {"rss_mb", {{"peak", p.rss_peak_mb}, {"avg", p.rss_avg_mb}}},
                     {"pss_mb", {{"peak", p.pss_peak_mb}, {"avg", p.pss_avg_mb}}},
                     {"jemalloc_bytes", p.jemalloc}, {"optimize", p.optimize}, {"batch", p.batch},
-                    {"rates", p.rates}, {"phases", phases_json(p.phases)},
+                    {"rates", p.rates}, {"phases", phases_to_json(p.phases)},
                     {"memory_over_time", {{"columns", {"seconds", "rss_kb", "pss_kb"}}, {"samples", p.memory}}}});
   }
   std::ofstream out(path);

@@ -87,8 +87,6 @@ std::shared_ptr<const LoadedModel> config_only(const std::string& dir) {
   return model;
 }
 
-double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
-
 // Where a respawn's time goes: SIGKILL -> the supervisor reaped the victim
 // (its slot shows another pid or none), -> the replacement is ready. Polled
 // every 200 us: a spinning poll would take a cpu from the worker it times.
@@ -161,7 +159,7 @@ ExitCode run_respawn_point(const BenchOptions& o, const Config& engine) {
     const auto start = Clock::now();
     pool.submit({0, sent, pcm});
     counter.wait_for(++sent);
-    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    return ms_since(start);
   };
   json phases = json::array();
   for (int k = 0; k < kRespawnKills; ++k) {

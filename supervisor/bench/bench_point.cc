@@ -38,8 +38,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
-
 // The first `count` segments of the file (the ceiling's fixed inputs) and the
 // total number of segments the pipeline will produce from it.
 std::vector<std::vector<float>> read_segments(const std::string& path, const ModelConfig& cfg, size_t count,
@@ -172,15 +170,12 @@ Measured pipeline(Config engine, const std::shared_ptr<const LoadedModel>& model
 // Per segment: ms of features, forward() and copy-out inside the engines, and
 // the rest of the workers' wall time (waiting for work, dispatch, the
 // pipeline's own threads taking the CPU). The ceilings have no phases.
-json phases_json(const Phases& p, double worker_seconds) {
-  if (p.items == 0) return json::object();
+PointSummary::Phases per_segment(const Phases& p, double worker_seconds) {
+  if (p.items == 0) return {};
   const double n = static_cast<double>(p.items);
   const double engine_ms = p.input_ms + p.infer_ms + p.output_ms;
-  return {{"mean_batch", n / p.executions},
-          {"input_ms", p.input_ms / n},
-          {"infer_ms", p.infer_ms / n},
-          {"output_ms", p.output_ms / n},
-          {"other_ms", (worker_seconds * 1e3 - engine_ms) / n}};
+  return {p.input_ms / n, p.infer_ms / n, p.output_ms / n, (worker_seconds * 1e3 - engine_ms) / n,
+          n / p.executions};
 }
 
 json point_json(const BenchOptions& o, const Config& engine, const EnginePlan& plan, const Measured& m,
@@ -211,7 +206,7 @@ json point_json(const BenchOptions& o, const Config& engine, const EnginePlan& p
           {"pss_avg_kb", w.pss_avg_kb},
           {"jemalloc_bytes", allocator},
           {"memory", memory},
-          {"phases", phases_json(m.phases, w.seconds * engine.workers)}};
+          {"phases", phases_to_json(per_segment(m.phases, w.seconds * engine.workers))}};
 }
 
 // `--point plan`: the plan alone (thread mode's), for the sweep to measure the

@@ -1,14 +1,21 @@
 // Order statistics for benchmark figures. Percentiles use the nearest rank on
 // the sorted values (no interpolation: every latency figure is one that was
 // measured); the median of an even count of repeats is the mean of the middle two.
+// Also the figures' stopwatch (ms_since).
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <utility>
 #include <vector>
 
 namespace corepool {
+
+// Milliseconds on the steady clock since `t`.
+inline double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
 
 // q in [0, 1]; 0 for an empty set.
 inline double percentile(std::vector<double> v, double q) {

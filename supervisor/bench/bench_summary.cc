@@ -23,18 +23,23 @@ std::vector<double> field(const std::vector<json>& runs, const std::function<dou
 
 // Medians of the runs' "phases" (bench_point.cc); zeros when no run has them.
 PointSummary::Phases phases_of(const std::vector<json>& runs) {
-  std::vector<json> with;
+  std::vector<PointSummary::Phases> with;
   for (const auto& r : runs) {
-    if (r.contains("phases") && r["phases"].contains("infer_ms")) with.push_back(r["phases"]);
+    const PointSummary::Phases p = phases_from_json(r.value("phases", json::object()));
+    if (p.mean_batch > 0) with.push_back(p);
   }
   PointSummary::Phases p;
   if (with.empty()) return p;
-  auto med = [&](const char* key) { return median(field(with, [key](const json& x) { return x[key].get<double>(); })); };
-  p.input_ms = med("input_ms");
-  p.infer_ms = med("infer_ms");
-  p.output_ms = med("output_ms");
-  p.other_ms = med("other_ms");
-  p.mean_batch = med("mean_batch");
+  auto med = [&](double PointSummary::Phases::*field) {
+    std::vector<double> v;
+    for (const auto& w : with) v.push_back(w.*field);
+    return median(v);
+  };
+  p.input_ms = med(&PointSummary::Phases::input_ms);
+  p.infer_ms = med(&PointSummary::Phases::infer_ms);
+  p.output_ms = med(&PointSummary::Phases::output_ms);
+  p.other_ms = med(&PointSummary::Phases::other_ms);
+  p.mean_batch = med(&PointSummary::Phases::mean_batch);
   return p;
 }
 

@@ -88,4 +88,9 @@ struct PointSummary {
   } phases;
 };
 
+// A point's "phases" as its JSON and results.json hold them: {} when there
+// are none (mean_batch 0); phases_from_json gives zeros for {}.
+nlohmann::json phases_to_json(const PointSummary::Phases& p);
+PointSummary::Phases phases_from_json(const nlohmann::json& j);
+
 }  // namespace corepool
