@@ -271,6 +271,13 @@ void prefault(const void* base, size_t bytes) {
 #endif
 }
 
+// Test-only pauses (COREPOOL_TEST_BOOT_DELAY_MS, COREPOOL_TEST_STALL_AFTER_READY_MS):
+// a slow boot, as when eight workers each load a private copy on two cpus,
+// and a worker preempted right after it signalled ready.
+void test_pause(const char* env) {
+  if (const char* ms = std::getenv(env)) std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
+}
+
 std::shared_ptr<spdlog::logger> make_worker_logger(const WorkerSetup& setup) {
   // A single-threaded sink with no shared console mutex: the parent's logger
   // (and its mutexes) may have been mid-write in another thread at fork time.
@@ -321,12 +328,20 @@ std::shared_ptr<spdlog::logger> make_worker_logger(const WorkerSetup& setup) {
       engine->check_output_shape();
       purge_allocator();  // its activations stayed cached: 9 MB for a 1.2 M-wide hidden layer
     }
+    test_pause("COREPOOL_TEST_BOOT_DELAY_MS");
   } catch (const std::exception& e) {
     log->error("cannot start: {}", e.what());
     ::_exit(exit_status(ExitCode::kWorkerBootFailure));
   }
+  // Beat before ready: the supervisor judges a ready worker by its heartbeat
+  // from the pass that sees it ready, and the last beat was at the start of
+  // the boot. The eventfd wakes the supervisor, which may run before this
+  // worker's loop beats: a boot longer than the hang deadline then got the
+  // new worker killed as hung (seen with 8 naive copies loading on 2 cpus).
+  channel->control.heartbeat_ns.store(monotonic_ns(), std::memory_order_relaxed);
   channel->control.state.store(static_cast<uint32_t>(shm::WorkerState::kReady), std::memory_order_release);
   shm::signal_eventfd(setup.completion_eventfd);  // tell the supervisor we are ready
+  test_pause("COREPOOL_TEST_STALL_AFTER_READY_MS");
   const int64_t ready = monotonic_ns();
   log->debug("ready (pid {}, cpu {}) in {:.1f} ms: weights mapped {:.1f}, engine {:.1f}, first forward() {:.1f}",
              ::getpid(), setup.cpu, (ready - started) / 1e6, (mapped - started) / 1e6, (built - mapped) / 1e6,

@@ -60,6 +60,12 @@ TEST(ProcessPoolTest, APoisonInputFailsAfterTwoCrashesAndTheOthersSucceed) {
   run_child("PoisonInput", {"COREPOOL_TEST_CRASH_ON_MARKER=1"});
 }
 TEST(ProcessPoolTest, AHungWorkerIsKilledAndItsSegmentsAnsweredByOthers) { run_child("HungWorker"); }
+TEST(ProcessPoolTest, AWorkerWhoseBootOutlastsTheHangDeadlineIsNotKilledOnceReady) {
+  // Boot 1.5 s, hang deadline 1 s, and the worker does not reach its loop's
+  // first beat until 0.4 s after it said ready: the supervisor's ticks in
+  // between must judge it by a beat taken at ready, not at the boot's start.
+  run_child("SlowBoot", {"COREPOOL_TEST_BOOT_DELAY_MS=1500", "COREPOOL_TEST_STALL_AFTER_READY_MS=400"});
+}
 TEST(ProcessPoolTest, AModelThatCannotStartIsAModelError) { run_child("BootFailure"); }
 TEST(ProcessPoolTest, TwoHundredRespawnsUnderLoadNeitherHangNorLoseASegment) { run_child("Respawn200"); }
 
@@ -103,6 +109,23 @@ TEST(DISABLED_PoolChild, HungWorker) {
   EXPECT_TRUE(testing::wait_until([&] { return pool.all_ready() && pool.worker_pids()[0] != before[0]; },
                          std::chrono::seconds(30)));
   EXPECT_GE(pool.counters().restarts, 1u);
+}
+
+TEST(DISABLED_PoolChild, SlowBoot) {
+  testing::TempDir dir;
+  auto model = testing::small_model(dir);
+  Results results;
+  ProcessPoolOptions o;
+  o.workers = 1;
+  o.hang_timeout_ms = 1000;
+  o.log_level = "warn";
+  ProcessPool pool(model, o, [&](SegmentResult&& r) { results.add(std::move(r)); });
+  const std::vector<int> pids = pool.worker_pids();
+  for (uint64_t i = 0; i < 8; ++i) pool.submit({1, i, segment(model->config, i)});
+  ASSERT_TRUE(results.wait_for(8, std::chrono::seconds(60)));
+  for (auto& [index, r] : results.by_index) EXPECT_TRUE(r.error.empty()) << index << ": " << r.error;
+  EXPECT_EQ(pool.counters().restarts, 0u);
+  EXPECT_EQ(pool.worker_pids(), pids);
 }
 
 TEST(DISABLED_PoolChild, BootFailure) {
