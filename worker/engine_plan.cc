@@ -45,10 +45,11 @@ EnginePlan plan_engine(const std::shared_ptr<const LoadedModel>& model, const Pl
                  request.optimize, plan.optimize.fallback);
   }
   // Without AVX512_BF16 oneDNN emulates bf16 arithmetic: measured 0.41x
-  // plain's throughput on CNN10 on a Cascade Lake VM (bench/RESULTS.md).
+  // plain's throughput on CNN10 on a Cascade Lake VM and 0.07x on an AVX2
+  // AMD EPYC (bench/RESULTS.md), so the WARN says how much it may cost.
   if (plan.optimize.applied == "bf16" && !__builtin_cpu_supports("avx512bf16")) {
-    spdlog::warn("{}: engine.optimize = \"bf16\" on a CPU without AVX512_BF16: oneDNN emulates it, slower than "
-                 "fp32 (\"onednn\")",
+    spdlog::warn("{}: engine.optimize = \"bf16\" on a CPU without AVX512_BF16: oneDNN emulates it, 2.4-14x "
+                 "slower than the unoptimized model on CNN10 (bench/RESULTS.md); \"onednn\" is the fast path here",
                  model->dir);
   }
   if (!plan.optimize.winograd_fallback.empty()) {
