@@ -23,6 +23,8 @@ enum class ExitCode : int {
   kInternal = 4,          // anything else
   kWorkerStopped = 0,     // worker: asked to stop (recycled, drained), or its supervisor is gone
   kWorkerBootFailure = 70,  // worker: could not start (the model fails): the pool stops, no respawn
+  kEngineNotRunnable = 126,  // launcher: corepool-engine found but could not be executed (the shell's 126)
+  kEngineNotFound = 127,     // launcher: no corepool-engine next to it or in ../libexec/corepool (the shell's 127)
 };
 
 // The number handed to exit(), _exit() or returned from main().

@@ -16,6 +16,9 @@ namespace {
 // Marks a process that is the result of our own re-exec (value: the user's
 // LD_PRELOAD, to restore), so that a failed switch can never loop.
 constexpr const char* kReexecMarker = "COREPOOL_ALLOCATOR_REEXEC";
+// Marks a corepool-engine the launcher started with jemalloc already
+// preloaded (value: the user's LD_PRELOAD, to restore).
+constexpr const char* kLaunchMarker = "COREPOOL_LAUNCHED_PRELOAD";
 
 std::vector<std::string> split_preload(const std::string& text) {
   // ld.so separates LD_PRELOAD entries by spaces or colons.
@@ -64,7 +67,31 @@ constexpr const char* kBlasThreadsEnv = "OPENBLAS_NUM_THREADS";
 
 std::string allocator_in_use() { return ::dlsym(RTLD_DEFAULT, "mallctl") ? "jemalloc" : "system"; }
 
+bool set_launch_environment() {
+  if (std::getenv(kReexecMarker) || std::getenv(kLaunchMarker)) return false;  // started by corepool already
+  if (::access(COREPOOL_JEMALLOC_LIBRARY, R_OK) != 0) return false;  // the engine's re-exec will say so
+  const char* preload = std::getenv("LD_PRELOAD");
+  const std::string original = preload ? preload : "";
+  ::setenv(kLaunchMarker, original.c_str(), 1);
+  ::setenv("LD_PRELOAD", preload_for("jemalloc", original).c_str(), 1);
+  ::setenv(kBlasThreadsEnv, "1", 0);                   // the user's wins
+  ::setenv("MALLOC_CONF", kDefaultMallocConf, 0);      // the user's wins
+  return true;
+}
+
 std::string ensure_allocator(const std::string& wanted, char** argv) {
+  if (const char* launched = std::getenv(kLaunchMarker)) {
+    // Started by the launcher on jemalloc: the user's LD_PRELOAD back, then
+    // the usual rule, which re-executes only if jemalloc is not what is
+    // wanted (engine.allocator = "system") or could not be preloaded.
+    const std::string original = launched;
+    if (original.empty()) {
+      ::unsetenv("LD_PRELOAD");
+    } else {
+      ::setenv("LD_PRELOAD", original.c_str(), 1);
+    }
+    ::unsetenv(kLaunchMarker);
+  }
   if (const char* marker = std::getenv(kReexecMarker)) {
     // Second pass: restore the user's LD_PRELOAD for the programs we start.
     const std::string original = marker;

@@ -1,8 +1,10 @@
-// Which malloc the service and its workers run on. corepool is not linked
-// against jemalloc: it re-executes itself once at startup with jemalloc in
-// LD_PRELOAD (or without it), so that one binary can run either allocator and
-// `corepool bench` can compare them point by point. Workers are forked, not
-// executed, so they inherit the supervisor's allocator.
+// Which malloc the service and its workers run on. corepool-engine is not
+// linked against jemalloc: the `corepool` launcher (supervisor/launcher.cc)
+// starts it with jemalloc in LD_PRELOAD, and it re-executes itself once only
+// when that is not what engine.allocator asks for (or it was started some
+// other way), so that one binary can run either allocator and `corepool
+// bench` can compare them point by point. Workers are forked, not executed,
+// so they inherit the supervisor's allocator.
 #pragma once
 
 #include <string>
@@ -26,5 +28,13 @@ std::string allocator_in_use();
 // After a re-exec, LD_PRELOAD is put back as the user had it, so that programs
 // we start (gnuplot, sh) do not inherit our choice.
 std::string ensure_allocator(const std::string& wanted, char** argv);
+
+// The launcher's half: sets the environment ensure_allocator would
+// re-execute with for the default allocator (jemalloc preloaded,
+// OPENBLAS_NUM_THREADS and MALLOC_CONF unless the user set them) and a marker
+// that lets ensure_allocator restore the user's LD_PRELOAD without a re-exec.
+// False, and nothing changed, when jemalloc is not installed or this process
+// was itself started by corepool.
+bool set_launch_environment();
 
 }  // namespace corepool

@@ -4,6 +4,7 @@
 // SIGTERM drain, the Unix socket and the systemd notify sequence.
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -368,6 +369,39 @@ TEST_F(ServeTest, SigtermDrainsTheRequestInFlightAndExitsZero) {
   EXPECT_EQ(tagged.out, "200");
   EXPECT_FALSE(json::parse(testing::read_file(dir_.path() + "/tag.json"))["events"].empty());
   EXPECT_TRUE(notify.wait_for(testing::NotifyListener::has("STOPPING=1"), std::chrono::seconds(5)));
+}
+
+// /proc/<pid>/<what> of a live process, as text (environ: NULs as newlines).
+std::string proc_text(int pid, const std::string& what) {
+  std::string text = testing::read_file("/proc/" + std::to_string(pid) + "/" + what);
+  std::replace(text.begin(), text.end(), '\0', '\n');
+  return text;
+}
+
+// `corepool` is the launcher: it executes corepool-engine with jemalloc
+// preloaded, so that LibTorch loads once. Checked from outside: the service's
+// program, the environment of its last exec (which a re-exec would have
+// marked COREPOOL_ALLOCATOR_REEXEC) and its mapped libraries. Asked for the
+// system allocator, the engine re-executes itself once without jemalloc.
+TEST_F(ServeTest, TheLauncherStartsTheEngineOnJemallocWithoutAReExec) {
+  for (const std::string allocator : {"jemalloc", "system"}) {
+    ServeProcess server(dir_, {"--workers", "1"}, {}, {"--allocator", allocator});
+    ASSERT_TRUE(server.started()) << server.log();
+    const std::string exe = std::filesystem::read_symlink("/proc/" + std::to_string(server.pid()) + "/exe");
+    EXPECT_THAT(exe, ::testing::EndsWith("/corepool-engine")) << allocator;
+    const std::string exec_env = "\n" + proc_text(server.pid(), "environ");
+    const std::string maps = proc_text(server.pid(), "maps");
+    if (allocator == "jemalloc") {
+      EXPECT_THAT(exec_env, HasSubstr("\nCOREPOOL_LAUNCHED_PRELOAD="));
+      EXPECT_THAT(exec_env, ::testing::Not(HasSubstr("COREPOOL_ALLOCATOR_REEXEC=")));
+      EXPECT_THAT(maps, HasSubstr("libjemalloc"));
+    } else {
+      EXPECT_THAT(exec_env, HasSubstr("\nCOREPOOL_ALLOCATOR_REEXEC="));
+      EXPECT_THAT(maps, ::testing::Not(HasSubstr("libjemalloc")));
+    }
+    EXPECT_EQ(curl(dir_, {server.url("/v2/health/ready")}).code, 200) << allocator;
+    EXPECT_EQ(server.stop().exit_code, 0) << allocator;
+  }
 }
 
 // READY=1 only once every worker is up, STATUS lines, RELOADING=1 with

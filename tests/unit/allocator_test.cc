@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -159,6 +160,39 @@ TEST(AllocatorTest, TheUsersOpenblasThreadCountIsKept) {
   EXPECT_NE(r.out.find("child: OPENBLAS_NUM_THREADS=3\n"), std::string::npos) << r.out;
 }
 
+// Runs DISABLED_AllocatorChild.Launched asking for `wanted`, with LD_PRELOAD
+// set to `preload` (unset when empty): it plays the launcher (sets the launch
+// environment, executes itself), then the engine (asks for `wanted`).
+testing::ProcessResult run_launched(const std::string& wanted, const std::string& preload) {
+  testing::TempDir dir;
+  std::vector<std::string> env = {std::string(kChildEnv) + "=" + wanted};
+  if (!preload.empty()) env.push_back("LD_PRELOAD=" + preload);
+  ::unsetenv("LD_PRELOAD");
+  ::unsetenv("OPENBLAS_NUM_THREADS");
+  ::unsetenv(kPassEnv);
+  const auto child =
+      testing::spawn_process(testing::self_test_argv("DISABLED_AllocatorChild.Launched"), dir.path(), env);
+  return testing::wait_process(child, std::chrono::seconds(60));
+}
+
+// The launcher's environment puts the engine on jemalloc in its one exec:
+// ensure_allocator then returns at once (no second exec), and the user's
+// LD_PRELOAD (here another library, kept) is back for the programs it starts.
+TEST(AllocatorTest, ALaunchedEngineRunsOnJemallocWithoutReExecuting) {
+  if (!jemalloc_installed()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
+  const testing::ProcessResult r = run_launched("jemalloc", "libm.so.6");
+  EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
+  EXPECT_NE(r.out.find("child: launched, on jemalloc after 1 exec(s)"), std::string::npos) << r.out;
+}
+
+// Asked for the system allocator, a launched engine re-executes once without jemalloc.
+TEST(AllocatorTest, ALaunchedEngineAskedForTheSystemAllocatorReExecutesOnce) {
+  if (!jemalloc_installed()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
+  const testing::ProcessResult r = run_launched("system", "");
+  EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
+  EXPECT_NE(r.out.find("child: launched, on system after 2 exec(s)"), std::string::npos) << r.out;
+}
+
 // jemalloc with background threads configured: a forked process has none
 // (jemalloc's own behaviour, checked first so that the test fails if that
 // premise changes), and restart_allocator_background_thread() brings them back.
@@ -277,6 +311,42 @@ TEST(DISABLED_AllocatorChild, SwitchesTo) {
   std::printf("child: re-executed, on %s\n", wanted.c_str());
   const char* blas = std::getenv("OPENBLAS_NUM_THREADS");
   std::printf("child: OPENBLAS_NUM_THREADS=%s\n", blas ? blas : "(unset)");
+}
+
+// The launcher's part, then the engine's: pass 0 sets the launch environment
+// and executes itself as the launcher does; every later pass (the launched
+// engine, and any re-exec of it) asks for the wanted allocator. kPassEnv
+// counts the execs and keeps the user's LD_PRELOAD.
+TEST(DISABLED_AllocatorChild, Launched) {
+  const char* wanted_env = std::getenv(kChildEnv);
+  ASSERT_NE(wanted_env, nullptr) << "run only by the AllocatorTest tests";
+  const std::string wanted = wanted_env;
+  std::vector<std::string> args = own_argv();
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const char* pass = std::getenv(kPassEnv);
+  if (!pass) {
+    const char* preload = std::getenv("LD_PRELOAD");
+    ::setenv(kPassEnv, (std::string("1 ") + (preload ? preload : "")).c_str(), 1);
+    ASSERT_TRUE(set_launch_environment());
+    ::execv("/proc/self/exe", argv.data());
+    FAIL() << "execv: " << std::strerror(errno);
+  }
+  const std::string note = pass;
+  const int execs = std::stoi(note.substr(0, note.find(' ')));
+  const std::string user_preload = note.substr(note.find(' ') + 1);
+  ::setenv(kPassEnv, (std::to_string(execs + 1) + " " + user_preload).c_str(), 1);
+  EXPECT_FALSE(set_launch_environment()) << "a process corepool started must not be prepared again";
+  const std::string why = ensure_allocator(wanted, argv.data());
+  EXPECT_EQ(why, "");
+  EXPECT_EQ(jemalloc_mapped(), wanted == "jemalloc");
+  EXPECT_EQ(allocator_in_use(), wanted);
+  const char* now = std::getenv("LD_PRELOAD");
+  EXPECT_EQ(now ? now : "", user_preload);
+  EXPECT_EQ(std::getenv("COREPOOL_ALLOCATOR_REEXEC"), nullptr);
+  EXPECT_EQ(std::getenv("COREPOOL_LAUNCHED_PRELOAD"), nullptr);
+  std::printf("child: launched, on %s after %d exec(s)\n", wanted.c_str(), execs);
 }
 
 }  // namespace
