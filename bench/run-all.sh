@@ -3,7 +3,7 @@
 # each one's output to $BUILD/bench-all/NN-name.txt, headed by the commit
 # (short hash, "-dirty" if the tree had changes), the date and the exact command,
 # so that a table pasted into RESULTS.md names what it was measured with.
-# Not part of `make test`. 9.5-16 min on 2 cpus (568 s at 6bb2b77); FULL=1 adds the full sweep
+# Not part of `make test`. About 28 min on 2 cpus (1661 s at a984c47); FULL=1 adds the full sweep
 # and the two-hour soak (about 35 min more).
 set -euo pipefail
 
@@ -110,5 +110,31 @@ run tagger-cost-cnn10 "$COREPOOL" --log-level warn bench --model "$CNN10" --mode
 # under jemalloc as corepool runs them (engine.allocator).
 run features env LD_PRELOAD="$(pkg-config --variable=libdir jemalloc)/libjemalloc.so.2" \
   "$BUILD/bench/corepool-features-bench" --model-toml "$CNN10/model.toml"
+
+# One start, wall clock: the launcher (`corepool`, one exec onto jemalloc)
+# against corepool-engine started directly, which re-executes itself onto
+# jemalloc as every start did before the launcher. `corepool batch`, thread
+# mode, default tagger, on 10 s (mostly start-up) and 10 min of audio; 7
+# interleaved runs of each, medians.
+"$BUILD/tools/corepool-gen-audio" --sections tone:5,noise:5 --rate 44100 --out "$BUILD/ten-seconds.wav" >/dev/null
+start_ab() {
+  local f prog i t0 t1
+  for f in "$BUILD/ten-seconds.wav" "$BUILD/ten-minutes.wav"; do
+    local engine=() launcher=()
+    for i in 1 2 3 4 5 6 7; do
+      for prog in corepool-engine corepool; do
+        t0=$(date +%s%N)
+        "$BUILD/supervisor/$prog" --log-level warn batch --mode thread --force --no-progress --out "$OUT/batch-out" "$f"
+        t1=$(date +%s%N)
+        if [ "$prog" = corepool ]; then launcher+=("$(((t1 - t0) / 1000000))"); else engine+=("$(((t1 - t0) / 1000000))"); fi
+      done
+    done
+    printf '%s %-16s median %5d ms   runs (ms): %s\n' "$(basename "$f")" corepool-engine \
+      "$(printf '%s\n' "${engine[@]}" | sort -n | sed -n 4p)" "${engine[*]}"
+    printf '%s %-16s median %5d ms   runs (ms): %s\n' "$(basename "$f")" corepool \
+      "$(printf '%s\n' "${launcher[@]}" | sort -n | sed -n 4p)" "${launcher[*]}"
+  done
+}
+run start start_ab
 
 echo "bench-all: $step tables in $((SECONDS - total_started)) s at $commit; outputs in $OUT/"
