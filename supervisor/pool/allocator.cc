@@ -44,6 +44,16 @@ std::string preload_for(const std::string& wanted, const std::string& current) {
   return out;
 }
 
+// LD_PRELOAD as the user had it before corepool changed it (`original`,
+// kept in a marker): the programs we start must not inherit our choice.
+void restore_preload(const std::string& original) {
+  if (original.empty()) {
+    ::unsetenv("LD_PRELOAD");
+  } else {
+    ::setenv("LD_PRELOAD", original.c_str(), 1);
+  }
+}
+
 }  // namespace
 
 // Chosen by corepool-soak-bench (bench/RESULTS.md, "Soak"): background threads
@@ -84,22 +94,12 @@ std::string ensure_allocator(const std::string& wanted, char** argv) {
     // Started by the launcher on jemalloc: the user's LD_PRELOAD back, then
     // the usual rule, which re-executes only if jemalloc is not what is
     // wanted (engine.allocator = "system") or could not be preloaded.
-    const std::string original = launched;
-    if (original.empty()) {
-      ::unsetenv("LD_PRELOAD");
-    } else {
-      ::setenv("LD_PRELOAD", original.c_str(), 1);
-    }
+    restore_preload(launched);
     ::unsetenv(kLaunchMarker);
   }
   if (const char* marker = std::getenv(kReexecMarker)) {
     // Second pass: restore the user's LD_PRELOAD for the programs we start.
-    const std::string original = marker;
-    if (original.empty()) {
-      ::unsetenv("LD_PRELOAD");
-    } else {
-      ::setenv("LD_PRELOAD", original.c_str(), 1);
-    }
+    restore_preload(marker);
     ::unsetenv(kReexecMarker);
     if (allocator_in_use() == wanted) return "";
     return wanted == "jemalloc" ? std::string("jemalloc could not be preloaded from ") + COREPOOL_JEMALLOC_LIBRARY +
