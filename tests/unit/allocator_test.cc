@@ -66,11 +66,13 @@ testing::ProcessResult run_on_jemalloc(const std::string& test, const std::strin
   return testing::wait_process(child, std::chrono::seconds(60));
 }
 
-// Runs DISABLED_AllocatorChild.SwitchesTo asking for `wanted`, with LD_PRELOAD
+// Runs DISABLED_AllocatorChild.`test` (SwitchesTo by default) asking for `wanted`, with LD_PRELOAD
 // set to `preload` (unset when empty) and OPENBLAS_NUM_THREADS to
-// `blas_threads` (unset when empty); returns what it printed.
+// `blas_threads` (unset when empty); returns what it printed. `test`:
+// Launched plays the launcher first (sets the launch environment, executes
+// itself), then the engine.
 testing::ProcessResult run_child(const std::string& wanted, const std::string& preload,
-                                 const std::string& blas_threads = "") {
+                                 const std::string& blas_threads = "", const std::string& test = "SwitchesTo") {
   testing::TempDir dir;
   std::vector<std::string> env = {std::string(kChildEnv) + "=" + wanted};
   if (!preload.empty()) env.push_back("LD_PRELOAD=" + preload);
@@ -79,7 +81,7 @@ testing::ProcessResult run_child(const std::string& wanted, const std::string& p
   ::unsetenv("OPENBLAS_NUM_THREADS");
   ::unsetenv(kPassEnv);
   const auto child =
-      testing::spawn_process(testing::self_test_argv("DISABLED_AllocatorChild.SwitchesTo"), dir.path(), env);
+      testing::spawn_process(testing::self_test_argv("DISABLED_AllocatorChild." + test), dir.path(), env);
   return testing::wait_process(child, std::chrono::seconds(60));
 }
 
@@ -160,27 +162,12 @@ TEST(AllocatorTest, TheUsersOpenblasThreadCountIsKept) {
   EXPECT_NE(r.out.find("child: OPENBLAS_NUM_THREADS=3\n"), std::string::npos) << r.out;
 }
 
-// Runs DISABLED_AllocatorChild.Launched asking for `wanted`, with LD_PRELOAD
-// set to `preload` (unset when empty): it plays the launcher (sets the launch
-// environment, executes itself), then the engine (asks for `wanted`).
-testing::ProcessResult run_launched(const std::string& wanted, const std::string& preload) {
-  testing::TempDir dir;
-  std::vector<std::string> env = {std::string(kChildEnv) + "=" + wanted};
-  if (!preload.empty()) env.push_back("LD_PRELOAD=" + preload);
-  ::unsetenv("LD_PRELOAD");
-  ::unsetenv("OPENBLAS_NUM_THREADS");
-  ::unsetenv(kPassEnv);
-  const auto child =
-      testing::spawn_process(testing::self_test_argv("DISABLED_AllocatorChild.Launched"), dir.path(), env);
-  return testing::wait_process(child, std::chrono::seconds(60));
-}
-
 // The launcher's environment puts the engine on jemalloc in its one exec:
 // ensure_allocator then returns at once (no second exec), and the user's
 // LD_PRELOAD (here another library, kept) is back for the programs it starts.
 TEST(AllocatorTest, ALaunchedEngineRunsOnJemallocWithoutReExecuting) {
   if (!jemalloc_installed()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
-  const testing::ProcessResult r = run_launched("jemalloc", "libm.so.6");
+  const testing::ProcessResult r = run_child("jemalloc", "libm.so.6", "", "Launched");
   EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
   EXPECT_NE(r.out.find("child: launched, on jemalloc after 1 exec(s)"), std::string::npos) << r.out;
 }
@@ -188,7 +175,7 @@ TEST(AllocatorTest, ALaunchedEngineRunsOnJemallocWithoutReExecuting) {
 // Asked for the system allocator, a launched engine re-executes once without jemalloc.
 TEST(AllocatorTest, ALaunchedEngineAskedForTheSystemAllocatorReExecutesOnce) {
   if (!jemalloc_installed()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
-  const testing::ProcessResult r = run_launched("system", "");
+  const testing::ProcessResult r = run_child("system", "", "", "Launched");
   EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
   EXPECT_NE(r.out.find("child: launched, on system after 2 exec(s)"), std::string::npos) << r.out;
 }
