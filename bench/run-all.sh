@@ -117,6 +117,13 @@ run features env LD_PRELOAD="$(pkg-config --variable=libdir jemalloc)/libjemallo
 # mode, default tagger, on 10 s (mostly start-up) and 10 min of audio; 7
 # interleaved runs of each, medians.
 "$BUILD/tools/corepool-gen-audio" --sections tone:5,noise:5 --rate 44100 --out "$BUILD/ten-seconds.wav" >/dev/null
+# start_line FILE PROGRAM MS...: the median (4th of 7) and every run.
+start_line() {
+  local f=$1 prog=$2
+  shift 2
+  printf '%s %-16s median %5d ms   runs (ms): %s\n' "$(basename "$f")" "$prog" \
+    "$(printf '%s\n' "$@" | sort -n | sed -n 4p)" "$*"
+}
 start_ab() {
   local f prog i t0 t1
   for f in "$BUILD/ten-seconds.wav" "$BUILD/ten-minutes.wav"; do
@@ -129,10 +136,8 @@ start_ab() {
         if [ "$prog" = corepool ]; then launcher+=("$(((t1 - t0) / 1000000))"); else engine+=("$(((t1 - t0) / 1000000))"); fi
       done
     done
-    printf '%s %-16s median %5d ms   runs (ms): %s\n' "$(basename "$f")" corepool-engine \
-      "$(printf '%s\n' "${engine[@]}" | sort -n | sed -n 4p)" "${engine[*]}"
-    printf '%s %-16s median %5d ms   runs (ms): %s\n' "$(basename "$f")" corepool \
-      "$(printf '%s\n' "${launcher[@]}" | sort -n | sed -n 4p)" "${launcher[*]}"
+    start_line "$f" corepool-engine "${engine[@]}"
+    start_line "$f" corepool "${launcher[@]}"
   done
 }
 run start start_ab

@@ -3,8 +3,8 @@
 // with to get jemalloc (supervisor/pool/allocator.h), then executes it once:
 // same pid, same argv, so systemd's notify socket, watchdog and socket
 // activation see one process. Without it every start loaded LibTorch twice:
-// 0.55-0.65 s of a 2.1 s `corepool batch` run on 10 minutes of audio
-// (bench/RESULTS.md). This file links no LibTorch, so it starts in
+// 0.84 s of a 2.6 s `corepool batch` run on 10 minutes of audio (bench-all
+// file 20, bench/RESULTS.md). This file links no LibTorch, so it starts in
 // milliseconds.
 #include <limits.h>
 #include <unistd.h>

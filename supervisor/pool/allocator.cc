@@ -77,15 +77,32 @@ constexpr const char* kBlasThreadsEnv = "OPENBLAS_NUM_THREADS";
 
 std::string allocator_in_use() { return ::dlsym(RTLD_DEFAULT, "mallctl") ? "jemalloc" : "system"; }
 
+namespace {
+
+// The environment of an exec onto `wanted`, for the launcher's exec and the
+// engine's own re-exec alike: LD_PRELOAD with (or without) jemalloc, the
+// user's LD_PRELOAD kept in `marker` to be restored after, and OpenBLAS's
+// thread count and jemalloc's MALLOC_CONF unless the user set them.
+void set_exec_environment(const char* marker, const std::string& wanted) {
+  const char* preload = std::getenv("LD_PRELOAD");
+  const std::string original = preload ? preload : "";
+  ::setenv(marker, original.c_str(), 1);
+  const std::string next = preload_for(wanted, original);
+  if (next.empty()) {
+    ::unsetenv("LD_PRELOAD");
+  } else {
+    ::setenv("LD_PRELOAD", next.c_str(), 1);
+  }
+  ::setenv(kBlasThreadsEnv, "1", 0);                                         // the user's wins
+  if (wanted == "jemalloc") ::setenv("MALLOC_CONF", kDefaultMallocConf, 0);  // the user's wins
+}
+
+}  // namespace
+
 bool set_launch_environment() {
   if (std::getenv(kReexecMarker) || std::getenv(kLaunchMarker)) return false;  // started by corepool already
   if (::access(COREPOOL_JEMALLOC_LIBRARY, R_OK) != 0) return false;  // the engine's re-exec will say so
-  const char* preload = std::getenv("LD_PRELOAD");
-  const std::string original = preload ? preload : "";
-  ::setenv(kLaunchMarker, original.c_str(), 1);
-  ::setenv("LD_PRELOAD", preload_for("jemalloc", original).c_str(), 1);
-  ::setenv(kBlasThreadsEnv, "1", 0);                   // the user's wins
-  ::setenv("MALLOC_CONF", kDefaultMallocConf, 0);      // the user's wins
+  set_exec_environment(kLaunchMarker, "jemalloc");
   return true;
 }
 
@@ -107,17 +124,7 @@ std::string ensure_allocator(const std::string& wanted, char** argv) {
                                 : "jemalloc is linked into the process; it cannot be switched off";
   }
   if (allocator_in_use() == wanted && std::getenv(kBlasThreadsEnv)) return "";
-  ::setenv(kBlasThreadsEnv, "1", 0);  // the user's wins
-  const char* preload = std::getenv("LD_PRELOAD");
-  const std::string original = preload ? preload : "";
-  ::setenv(kReexecMarker, original.c_str(), 1);
-  const std::string next = preload_for(wanted, original);
-  if (next.empty()) {
-    ::unsetenv("LD_PRELOAD");
-  } else {
-    ::setenv("LD_PRELOAD", next.c_str(), 1);
-  }
-  if (wanted == "jemalloc") ::setenv("MALLOC_CONF", kDefaultMallocConf, 0);  // the user's wins
+  set_exec_environment(kReexecMarker, wanted);
   ::execv("/proc/self/exe", argv);
   // exec failed: carry on with what we have, and say so.
   ::unsetenv(kReexecMarker);
