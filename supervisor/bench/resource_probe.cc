@@ -149,8 +149,10 @@ double ResourceProbe::sample() {
     s.rss_kb += m.rss_kb;
     s.pss_kb += m.pss_kb;
   }
-  s.seconds = now();
+  // Stamped under the lock: the sampler thread and mark_start()/mark_end()
+  // sample concurrently, and samples_ must stay in time order.
   std::lock_guard<std::mutex> lock(mu_);
+  s.seconds = now();
   samples_.push_back(s);
   return s.seconds;
 }
