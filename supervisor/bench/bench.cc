@@ -97,6 +97,7 @@ void report(const std::string& dir, const json& host, const std::vector<PointSum
     roofline.fp32_gflops = r->value("fp32_gflops", 0.0);
     roofline.fp32_isa = r->value("fp32_isa", std::string());
     roofline.bf16_gflops = r->value("bf16_gflops", 0.0);
+    roofline.bf16_isa = r->value("bf16_isa", std::string());
   }
   const auto lines = verdict(points, usable, roofline);
   write_csv(dir + "/results.csv", points);

@@ -226,7 +226,8 @@ ExitCode print_roofline(const BenchOptions& o) {
   const double flop = count_flop_per_segment(*model);
   const CorePeak peak = measure_core_peak();
   std::printf("%s\n", json{{"kind", "roofline"}, {"flop_per_segment", flop}, {"fp32_gflops", peak.fp32_gflops},
-                           {"fp32_isa", peak.fp32_isa}, {"bf16_gflops", peak.bf16_gflops}}.dump().c_str());
+                           {"fp32_isa", peak.fp32_isa}, {"bf16_gflops", peak.bf16_gflops},
+                           {"bf16_isa", peak.bf16_isa}}.dump().c_str());
   return ExitCode::kOk;
 }
 

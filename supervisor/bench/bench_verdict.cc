@@ -150,13 +150,18 @@ void allocator_costs(const Points& points, int n, Lines& out) {
 // how far below the peak plain runs. Winograd convolutions (engine.optimize =
 // onednn) do up to 4x fewer multiplications for the same result: their share of
 // the direct count can pass 100 %, and the bound does not hold for them.
+// Older result files name no bf16 unit: theirs was AVX512_BF16.
+std::string bf16_unit(const Roofline& r) {
+  return r.bf16_isa == "amx" ? "AMX tiles, measured" : "AVX512_BF16, measured";
+}
+
 void roofline_lines(const Points& points, const std::string& alloc, int n, int usable, const Roofline& r,
                     Lines& out) {
   if (r.flop_per_segment <= 0 || r.fp32_gflops <= 0) return;
   const double gflop = r.flop_per_segment / 1e9;
   out.push_back(format("roofline: forward() costs %.3f GFLOP per segment; one core peaks at ", gflop) +
                 format("%.1f GFLOP/s fp32 (", r.fp32_gflops) + r.fp32_isa + " FMA, measured)" +
-                (r.bf16_gflops > 0 ? format(" and %.1f GFLOP/s bf16 (AVX512_BF16)", r.bf16_gflops) : "") +
+                (r.bf16_gflops > 0 ? format(" and %.1f GFLOP/s bf16 (", r.bf16_gflops) + bf16_unit(r) + ")" : "") +
                 format(": at best %.2f ms per segment per core in fp32", gflop / r.fp32_gflops * 1e3) +
                 (r.bf16_gflops > 0 ? format(", %.2f ms in bf16", gflop / r.bf16_gflops * 1e3) : ""));
   // One worker on one core where measured: two vCPUs may share a physical

@@ -15,7 +15,8 @@ struct Roofline {
   double flop_per_segment = 0;  // forward() of one item, model as loaded
   double fp32_gflops = 0;       // one core's measured peak
   std::string fp32_isa;
-  double bf16_gflops = 0;       // 0: the CPU has no AVX512_BF16
+  double bf16_gflops = 0;       // 0: the CPU has neither AMX-BF16 nor AVX512_BF16
+  std::string bf16_isa;         // "amx" | "avx512_bf16"
 };
 
 // Plain-words findings: each ratio names its reference.

@@ -1,6 +1,7 @@
 // The roofline's roof: how many floating-point operations one core of this
 // CPU can do per second, measured with a register-only FMA loop (no memory
-// traffic), in fp32 and, where the CPU has AVX512_BF16, in bf16 dot products.
+// traffic), in fp32 and, where the CPU has them, in bf16 on AMX tiles or in
+// AVX512_BF16 dot products.
 // `corepool bench` sets every throughput next to it: a kernel at this peak
 // cannot be made faster by any library, only by doing less work. No LibTorch.
 #pragma once
@@ -12,7 +13,8 @@ namespace corepool {
 struct CorePeak {
   double fp32_gflops = 0;  // 0: no FMA unit we know how to drive
   std::string fp32_isa;    // "avx512" | "avx2" | ""
-  double bf16_gflops = 0;  // 0: no AVX512_BF16
+  double bf16_gflops = 0;  // 0: neither AMX-BF16 nor AVX512_BF16
+  std::string bf16_isa;    // "amx" | "avx512_bf16" | ""
 };
 
 // One thread, about `seconds` per kind, best of three rounds.

@@ -149,15 +149,19 @@ TEST(BenchReportTest, VerdictSetsEveryKindAgainstTheCoresPeak) {
   // 120 segments: plain in 5 s = 24/s, thread in 2 s = 60/s, on 2 workers.
   // 1 GFLOP per segment against 50 GFLOP/s per core: 24 / 100 = 24 %, 60 %.
   const std::vector<PointSummary> points = {point("plain", 2, 1, 5.0), point("thread", 2, 1, 2.0)};
-  const auto lines = verdict(points, 2, Roofline{1e9, 50, "avx512", 100});
+  const auto lines = verdict(points, 2, Roofline{1e9, 50, "avx512", 100, "avx512_bf16"});
   EXPECT_TRUE(has_line(lines, "roofline: forward() costs 1.000 GFLOP per segment; one core peaks at 50.0 GFLOP/s "
-                              "fp32 (avx512 FMA, measured) and 100.0 GFLOP/s bf16 (AVX512_BF16): at best 20.00 ms "
+                              "fp32 (avx512 FMA, measured) and 100.0 GFLOP/s bf16 (AVX512_BF16, measured): at best 20.00 ms "
                               "per segment per core in fp32, 10.00 ms in bf16"));
   EXPECT_TRUE(has_line(lines, "plain (, batch 0) runs at 24% of the fp32 peak of its 2 core(s)"));
   EXPECT_TRUE(has_line(lines, "thread (, batch 0) runs at 60% of the fp32 peak of its 2 core(s)"));
   EXPECT_TRUE(has_line(lines, "so on this CPU no fp32 engine can give more than 4.17x plain's throughput, and no "
                               "bf16 engine more than 8.33x with direct convolutions (Winograd's fewer multiplications are not "
                               "bound by this)"));
+  // With AMX the bf16 roof is the tile unit's.
+  EXPECT_TRUE(has_line(verdict(points, 2, Roofline{1e9, 50, "avx512", 800, "amx"}),
+                       "and 800.0 GFLOP/s bf16 (AMX tiles, measured): at best 20.00 ms per segment per core in fp32, "
+                       "1.25 ms in bf16"));
   // Not measured: no roofline lines at all.
   for (const auto& l : verdict(points, 2)) EXPECT_EQ(l.find("peak"), std::string::npos) << l;
 }
