@@ -38,6 +38,22 @@ torch::Tensor chunk_batch(const ModelConfig& config) {
   return random_batch(config, WinogradConv::kMaxChunk, 20261126);
 }
 
+// bf16: every 4-d weight channels-last (NHWC). LibTorch 1.13's prepacking
+// (optimize_for_inference) is fp32-only, so bf16 convolutions run as
+// aten::conv2d, which follows its weight's memory format: oneDNN's AMX and
+// AVX512_BF16 kernels work on NHWC, and an NCHW weight makes every call reorder
+// its activations in and out. Measured on CNN10, 1 thread, Sapphire Rapids:
+// 6.8 -> 3.8 ms per item at batch 4.
+void weights_channels_last(torch::jit::Module& module) {
+  torch::NoGradGuard no_grad;
+  for (torch::Tensor p : module.parameters()) {
+    if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+  }
+  for (torch::Tensor b : module.buffers()) {
+    if (b.dim() == 4) b.set_data(b.contiguous(at::MemoryFormat::ChannelsLast));
+  }
+}
+
 torch::Tensor run(torch::jit::Module& module, const torch::Tensor& input) {
   c10::InferenceMode guard;
   return module.forward({input}).toTensor().to(torch::kFloat32);
@@ -51,7 +67,10 @@ torch::Tensor run(torch::jit::Module& module, const torch::Tensor& input) {
 torch::jit::Module optimized_module(const torch::jit::Module& loaded, bool bf16, bool own_layers,
                                     WinogradRewrite& rewrite, int& linear_layers) {
   torch::jit::Module copy = loaded.clone();  // deep: the loaded module stays as it is
-  if (bf16) copy.to(at::kBFloat16);
+  if (bf16) {
+    copy.to(at::kBFloat16);
+    weights_channels_last(copy);
+  }
   torch::jit::Module frozen = torch::jit::freeze(copy);
   rewrite = own_layers ? rewrite_winograd(frozen) : WinogradRewrite{};
   linear_layers = own_layers ? rewrite_linear(frozen) : 0;
