@@ -3,7 +3,8 @@
 # each one's output to $BUILD/bench-all/NN-name.txt, headed by the commit
 # (short hash, "-dirty" if the tree had changes), the date and the exact command,
 # so that a table pasted into RESULTS.md names what it was measured with.
-# Not part of `make test`. About 28 min on 2 cpus (1661 s at a984c47); FULL=1 adds the full sweep
+# Not part of `make test`. About 28 min on 2 cpus (1661 s at a984c47; 14 min, 816 s, at 543771b on a faster
+# AVX-512 Xeon); FULL=1 adds the full sweep
 # and the two-hour soak (about 35 min more).
 set -euo pipefail
 
