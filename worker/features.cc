@@ -5,7 +5,9 @@
 // LibTorch's stft + abs + square + matmul computed the same in six passes over
 // [B, 257, frames] tensors and a dense 64 x 257 product of which about 97 %
 // multiplies zeros: about 2 % of CNN10's forward() per segment, and most of
-// the default tagger's whole engine time.
+// the default tagger's whole engine time. Consecutive segments of one stream
+// overlap (hop < segment), and the frames they share are computed once
+// (shared_frames below).
 #include "worker/features.h"
 
 #include <fftw3.h>
@@ -85,6 +87,29 @@ void reflect_pad(const float* x, int64_t n, int pad, float* out) {
   for (int i = 1; i <= pad; ++i) out[pad + n - 1 + i] = x[n - 1 - i];
 }
 
+// Item b's frames that item b-1 has already computed: when b's first
+// samples - hop samples are b-1's last ones byte for byte (b follows b-1 in
+// its stream), frame t of b, where its window lies inside the real samples
+// of both (no reflected padding), is frame t + hop / hop_length of b-1: same
+// bytes in, same FFTW plan, the same mel row to the bit.
+struct SharedFrames {
+  int64_t first = 0, last = -1;  // frames of b to copy, inclusive
+  int64_t shift = 0;             // from frame t + shift of b-1
+};
+
+SharedFrames shared_frames(const ModelConfig& c, const float* previous, const float* item) {
+  const int64_t samples = c.segment_samples(), hop = c.hop_samples(), pad = c.n_fft / 2;
+  if (hop <= 0 || hop >= samples || hop % c.hop_length != 0) return {};
+  if (std::memcmp(item, previous + hop, sizeof(float) * (samples - hop)) != 0) return {};
+  const int64_t last_end = samples - hop + pad - c.n_fft;  // t * hop_length may reach this
+  if (last_end < 0) return {};
+  SharedFrames s;
+  s.shift = hop / c.hop_length;
+  s.first = (pad + c.hop_length - 1) / c.hop_length;  // the window starts at or after sample 0
+  s.last = last_end / c.hop_length;                   // and ends inside the part b shares with b-1
+  return s;
+}
+
 }  // namespace
 
 std::vector<float> mel_filterbank_weights(int sample_rate, int n_fft, int n_mels, double fmin, double fmax) {
@@ -157,7 +182,13 @@ torch::Tensor FeatureExtractor::log_mel(const std::vector<const float*>& segment
   for (int64_t b = 0; b < batch; ++b) {
     reflect_pad(segments[b], samples, pad, padded.data());
     float* mel_out = o + b * mels * frames;
+    const SharedFrames shared = b > 0 ? shared_frames(config_, segments[b - 1], segments[b]) : SharedFrames{};
     for (int64_t t = 0; t < frames; ++t) {
+      if (t >= shared.first && t <= shared.last) {
+        const float* from = mel_out - mels * frames + t + shared.shift;
+        for (int64_t m = 0; m < mels; ++m) mel_out[m * frames + t] = from[m * frames];
+        continue;
+      }
       const float* x = padded.data() + t * hop;
       for (int n = 0; n < n_fft; ++n) frame.data[n] = x[n] * window_[n];
       fftwf_execute_dft_r2c(plan, frame.data, spectrum.data);

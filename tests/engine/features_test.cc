@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -217,6 +218,66 @@ TEST(FeaturesTest, EveryItemOfABatchEqualsTheReferenceOfItsOwnSegment) {
       }
     }
   }
+}
+
+// `count` segments of one stream of noise, each hop_samples after the last:
+// consecutive items overlap, as the segmenter makes them.
+std::vector<std::vector<float>> overlapping_segments(const ModelConfig& cfg, int count) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> noise(-0.5f, 0.5f);
+  std::vector<float> stream(cfg.segment_samples() + (count - 1) * cfg.hop_samples());
+  for (float& x : stream) x = noise(rng);
+  std::vector<std::vector<float>> out;
+  for (int i = 0; i < count; ++i) {
+    const float* start = stream.data() + i * cfg.hop_samples();
+    out.emplace_back(start, start + cfg.segment_samples());
+  }
+  return out;
+}
+
+// Each item computed in a batch of its own (nothing to share), for comparison.
+torch::Tensor one_by_one(const FeatureExtractor& fx, const std::vector<std::vector<float>>& segments) {
+  std::vector<torch::Tensor> rows;
+  for (const auto& s : segments) rows.push_back(fx.compute({s.data()}));
+  return torch::cat(rows, 0);
+}
+
+std::vector<const float*> pointers(const std::vector<std::vector<float>>& segments) {
+  std::vector<const float*> out;
+  for (const auto& s : segments) out.push_back(s.data());
+  return out;
+}
+
+// The frames consecutive segments share are computed once: a batch of a
+// stream's segments is bitwise what each gives alone, and one of them
+// against the naive reference.
+TEST(FeaturesTest, OverlappingSegmentsOfOneStreamGiveEachItsOwnFeaturesToTheBit) {
+  const ModelConfig cfg = logmel_config();  // 1 s segments, 0.5 s hop: 50 frames apart
+  FeatureExtractor fx(cfg);
+  const auto segments = overlapping_segments(cfg, 5);
+  const torch::Tensor batch = fx.compute(pointers(segments));
+  EXPECT_TRUE(torch::equal(batch, one_by_one(fx, segments)));
+  const auto reference = naive_log_mel(cfg, segments[3]);
+  const auto got = batch[3][0].contiguous();
+  for (int m = 0; m < cfg.n_mels; m += 7) {
+    for (int64_t f = 0; f < got.size(1); f += 5) ASSERT_NEAR(got[m][f].item<float>(), reference[m][f], 1e-3);
+  }
+}
+
+// One sample of the part two segments would share differs: nothing may be
+// copied from the earlier one (the frames over that sample must change).
+TEST(FeaturesTest, SegmentsThatAlmostOverlapShareNothing) {
+  const ModelConfig cfg = logmel_config();
+  FeatureExtractor fx(cfg);
+  auto segments = overlapping_segments(cfg, 2);
+  segments[1][cfg.segment_samples() / 4] += 0.25f;  // frame 25's window, inside the shared part
+  EXPECT_TRUE(torch::equal(fx.compute(pointers(segments)), one_by_one(fx, segments)));
+  // An odd hop (not a whole number of frames): frames do not line up; no sharing either.
+  ModelConfig odd = cfg;
+  odd.hop_seconds = 0.505;  // 8080 samples, 50.5 frames
+  FeatureExtractor fx_odd(odd);
+  const auto odd_segments = overlapping_segments(odd, 3);
+  EXPECT_TRUE(torch::equal(fx_odd.compute(pointers(odd_segments)), one_by_one(fx_odd, odd_segments)));
 }
 
 TEST(FeaturesTest, AToneLightsUpTheMelBandContainingItsFrequency) {
