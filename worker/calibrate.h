@@ -5,6 +5,7 @@
 // once per executor factory, before any worker forks (one thread, as a worker).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -21,12 +22,20 @@ struct Calibration {
   std::string text() const;                      // "1: 14.1 ms, 2: 13.2 ms, 4: 13.3 ms (chose 2)"
 };
 
-// Times batches 1, 2, 4, ... up to `limit` (at most 16); stops early rather
-// than overrun `budget_seconds` (a larger batch is tried only if two of its
-// forwards, estimated from the last cost per item, fit in what is left).
+// Times batches 1, 2, 4, ... up to `limit` (at most 16) with
+// interleaved_best_ms; stops early rather than overrun `budget_seconds`.
 // Throws what forward() throws.
 Calibration calibrate_batch(const std::shared_ptr<const LoadedModel>& model, int limit,
                             double budget_seconds = 1.0);
+
+// The timing alone, for tests: `time_forward(batch)` runs one forward() of
+// `batch` items and returns its seconds, and the sum of what it returned is
+// the clock `budget_seconds` is held to. Each size is warmed and timed once
+// (1, 2, 4, ... up to `limit`, at most 16, while two calls of the next fit in
+// what is left), then the sizes are timed in turn, round after round, for
+// about 50 ms per size. Returns batch -> best ms per item, smallest first.
+std::vector<std::pair<int, double>> interleaved_best_ms(int limit, double budget_seconds,
+                                                        const std::function<double(int)>& time_forward);
 
 // The tie rule alone, for tests: the smallest batch within 2% of the lowest cost.
 int pick_batch(const std::vector<std::pair<int, double>>& ms_per_item);

@@ -316,6 +316,37 @@ TEST(CalibrateTest, TheLowestCostWinsAndAWithin2PercentTieGoesToTheSmallerBatch)
   EXPECT_EQ(pick_batch({}), 1);
 }
 
+// A burst of host noise over batch 4's first calls: timed one size after the
+// other, every call of batch 4 would have fallen in it. Taken in turn, the
+// later rounds find its true cost. Per item: 10, 8, 6 ms; the burst triples
+// whatever runs in the first 100 ms of simulated time after batch 2's calls.
+TEST(CalibrateTest, SizesAreTimedInTurnSoABurstOfNoiseHitsOneCallOfEach) {
+  std::vector<int> calls;
+  double now = 0;
+  const auto ms = interleaved_best_ms(4, 1.0, [&](int batch) {
+    calls.push_back(batch);
+    const double per_item = batch == 1 ? 0.010 : batch == 2 ? 0.008 : 0.006;
+    const bool burst = now >= 0.052 && now < 0.152;
+    const double t = per_item * batch * (burst ? 3 : 1);
+    now += t;
+    return t;
+  });
+  ASSERT_EQ(ms.size(), 3u);
+  EXPECT_NEAR(ms[0].second, 10.0, 1e-9);
+  EXPECT_NEAR(ms[1].second, 8.0, 1e-9);
+  EXPECT_NEAR(ms[2].second, 6.0, 1e-9) << "batch 4's calls all fell in the burst";
+  EXPECT_EQ(pick_batch(ms), 4);
+  // Warm-up and first call per size, then rounds of 1, 2, 4.
+  ASSERT_GE(calls.size(), 9u);
+  EXPECT_EQ(std::vector<int>(calls.begin(), calls.begin() + 9), (std::vector<int>{1, 1, 2, 2, 4, 4, 1, 2, 4}));
+  EXPECT_LE(now, 1.0) << "over the budget";
+}
+
+TEST(CalibrateTest, AClockThatNeverAdvancesStillEnds) {
+  const auto ms = interleaved_best_ms(16, 1.0, [](int) { return 0.0; });
+  EXPECT_EQ(ms.size(), 5u);
+}
+
 TEST(CalibrateTest, MeasuresPowersOfTwoUpToTheLimitAndLogsTheChoice) {
   testing::TempDir dir;
   auto model = testing::small_model(dir);
