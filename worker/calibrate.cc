@@ -5,10 +5,9 @@
 // and taking the sizes in turn spreads a burst of host noise over one call of
 // each instead of every call of one size (timed one size after the other, a
 // burst once measured CNN10's batch 4 at 14.6 ms per item, where it runs at
-// about 10, and batch 1 was chosen). Known bias, not yet fixed: one engine is
-// timed alone while the service runs N at once, and with two engines CNN10's
-// batch 8 ran 15-19 % slower than 4 where the lone timing put them level
-// (bench/RESULTS.md, the AMX Xeon section).
+// about 10, and batch 1 was chosen). Known bias, not yet fixed: on the AMX
+// Xeon CNN10's batch 8 runs 7-16 % slower than 4 when sustained, where these
+// few calls put them level (bench/RESULTS.md, the AMX Xeon section).
 #include "worker/calibrate.h"
 
 #include <algorithm>

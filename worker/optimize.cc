@@ -46,12 +46,11 @@ torch::Tensor chunk_batch(const ModelConfig& config) {
 // 4.73x `plain` (bench/RESULTS.md).
 void weights_channels_last(torch::jit::Module& module) {
   torch::NoGradGuard no_grad;
-  for (torch::Tensor p : module.parameters()) {
-    if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
-  }
-  for (torch::Tensor b : module.buffers()) {
-    if (b.dim() == 4) b.set_data(b.contiguous(at::MemoryFormat::ChannelsLast));
-  }
+  auto channels_last = [](torch::Tensor t) {
+    if (t.dim() == 4) t.set_data(t.contiguous(at::MemoryFormat::ChannelsLast));
+  };
+  for (const torch::Tensor& p : module.parameters()) channels_last(p);
+  for (const torch::Tensor& b : module.buffers()) channels_last(b);
 }
 
 torch::Tensor run(torch::jit::Module& module, const torch::Tensor& input) {
