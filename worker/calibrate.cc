@@ -5,9 +5,11 @@
 // and taking the sizes in turn spreads a burst of host noise over one call of
 // each instead of every call of one size (timed one size after the other, a
 // burst once measured CNN10's batch 4 at 14.6 ms per item, where it runs at
-// about 10, and batch 1 was chosen). Known bias, not yet fixed: on the AMX
-// Xeon CNN10's batch 8 runs 7-16 % slower than 4 when sustained, where these
-// few calls put them level (bench/RESULTS.md, the AMX Xeon section).
+// about 10, and batch 1 was chosen). The forwards run in an EngineArena, as an
+// engine's do: on jemalloc's own arenas a batch whose activations pass 8 MiB
+// was handed back and faulted in again on every call, so CNN10's batch 8 ran
+// 7-16 % slower than 4 when sustained while a few calls put them level
+// (engine_arena.h; bench/RESULTS.md, the AMX Xeon sections).
 #include "worker/calibrate.h"
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include <map>
 
 #include "worker/engine.h"
+#include "worker/engine_arena.h"
 
 namespace corepool {
 namespace {
@@ -86,6 +89,7 @@ std::vector<std::pair<int, double>> interleaved_best_ms(int limit, double budget
 
 Calibration calibrate_batch(const std::shared_ptr<const LoadedModel>& model, int limit, double budget_seconds) {
   const auto started = Clock::now();
+  const EngineArena arena;  // timed as an engine thread allocates (engine_arena.h)
   Engine engine(model);
   std::map<int, torch::Tensor> inputs;
   Calibration c;

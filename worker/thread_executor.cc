@@ -116,9 +116,17 @@ double ThreadExecutor::mean_batch() const {
   return batches_ ? static_cast<double>(segments_) / batches_ : 0.0;
 }
 
-std::vector<SegmentTask> ThreadExecutor::take_batch(std::vector<uint64_t>& queue_ns) {
+std::vector<SegmentTask> ThreadExecutor::take_batch(std::vector<uint64_t>& queue_ns, const EngineArena& arena) {
   std::unique_lock<std::mutex> lock(mu_);
-  work_ready_.wait(lock, [this] { return !queue_.empty() || stopping_; });
+  const auto ready = [this] { return !queue_.empty() || stopping_; };
+  // 100 ms without work: give this engine's activations back (engine_arena.h),
+  // once per idle spell, as a worker process does.
+  if (!work_ready_.wait_for(lock, std::chrono::milliseconds(100), ready)) {
+    lock.unlock();
+    arena.purge();
+    lock.lock();
+    work_ready_.wait(lock, ready);
+  }
   std::vector<SegmentTask> batch;
   queue_ns.clear();
   const Clock::time_point now = Clock::now();
@@ -202,6 +210,7 @@ void ThreadExecutor::run_batch(Engine& engine, int slot, std::vector<SegmentTask
 
 void ThreadExecutor::run(int slot) {
   std::unique_ptr<Engine> engine;
+  const EngineArena arena;  // its activations stay until it idles (engine_arena.h)
   try {
     if (!options_.cpus.empty()) {
       const int cpu = options_.cpus[slot % options_.cpus.size()];
@@ -225,7 +234,7 @@ void ThreadExecutor::run(int slot) {
 
   for (;;) {
     std::vector<uint64_t> queue_ns;
-    std::vector<SegmentTask> batch = take_batch(queue_ns);
+    std::vector<SegmentTask> batch = take_batch(queue_ns, arena);
     if (batch.empty()) return;  // stopping and nothing left
     reject_misshapen(batch, queue_ns);
     if (!batch.empty()) run_batch(*engine, slot, batch, queue_ns);

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "worker/engine_arena.h"
 #include "worker/executor.h"
 #include "worker/model.h"
 
@@ -53,7 +54,7 @@ class ThreadExecutor final : public Executor {
 
   void run(int slot);
   // Up to max_batch tasks and, per task, the nanoseconds it waited in the queue.
-  std::vector<SegmentTask> take_batch(std::vector<uint64_t>& queue_ns);
+  std::vector<SegmentTask> take_batch(std::vector<uint64_t>& queue_ns, const EngineArena& arena);
   void finish_batch(size_t n);
   void reject_misshapen(std::vector<SegmentTask>& batch, std::vector<uint64_t>& queue_ns);
   void run_batch(Engine& engine, int slot, std::vector<SegmentTask>& batch, const std::vector<uint64_t>& queue_ns);

@@ -6,6 +6,7 @@
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/custom_class.h>
 
+#include "worker/engine_arena.h"
 #include "worker/winograd_conv.h"
 
 namespace corepool {
@@ -27,6 +28,7 @@ std::vector<int64_t> calibrate_winograd_chunks(torch::jit::Module& module,
                                                const at::Tensor& batch) {
   if (layers.empty()) return {};
   c10::InferenceMode guard;
+  const EngineArena arena;  // timed as an engine thread allocates (engine_arena.h)
   const int64_t items = std::min<int64_t>(batch.size(0), WinogradConv::kMaxChunk);
   std::vector<int64_t> chosen(layers.size(), 1);
   std::vector<double> best(layers.size(), std::numeric_limits<double>::infinity());

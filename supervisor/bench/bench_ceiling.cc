@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "worker/allocator_child.h"
+#include "worker/engine_arena.h"
 #include "worker/cpus.h"
 #include "worker/engine.h"
 #include "worker/exit_codes.h"
@@ -113,6 +114,7 @@ CeilingResult ceiling_threads(const std::shared_ptr<const LoadedModel>& model, c
   for (int i = 0; i < run.workers; ++i) {
     pool.emplace_back([&, i] {
       if (!run.cpus.empty()) pin_current_thread(run.cpus[i % run.cpus.size()]);
+      const EngineArena arena;  // as an engine thread allocates (engine_arena.h)
       std::unique_ptr<WarmLoop> loop;
       try {
         c10::InferenceMode guard;  // as Engine::infer runs: the input is an inference tensor too
@@ -170,6 +172,7 @@ CeilingResult fork_ceiling_processes(const std::shared_ptr<const LoadedModel>& m
       restart_allocator_background_thread();
       configure_runtime_threads({run.intra_op, 1});
       if (!run.cpus.empty()) pin_current_thread(run.cpus[i % run.cpus.size()]);
+      const EngineArena arena;
       if (weights) ::madvise(weights->segment.data(), weights->segment.size(), MADV_POPULATE_READ);
       if (const auto& arena = torch_of(*model).arena) arena->prefault();
       c10::InferenceMode guard;

@@ -1,8 +1,10 @@
 // Memory and respawn benchmarks of process mode. Memory: total PSS of the
 // supervisor and its N workers with the weights shared (one read-only segment)
 // and naive (every worker loads its own copy), after every worker has run a
-// few batches at the plan's batch, read twice: right after the work, and at
-// rest 2 s later; the naive supervisor holds no copy. Respawn:
+// few batches at the plan's batch, read twice: right after the work (each
+// worker still holds its batch's activations for the next batch: it gives them
+// back after 100 ms idle, engine_arena.h), and at rest 2 s later; the naive
+// supervisor holds no copy. Respawn:
 // from SIGKILL of a worker to its replacement answering, 20 times, with the
 // weights already in the shared arena.
 #include <signal.h>
@@ -134,8 +136,9 @@ ExitCode run_memory_point(const BenchOptions& o, const Config& engine) {
   };
   const long busy = family_pss_kb();
   const long supervisor = read_process_memory(::getpid()).pss_kb;
-  // At rest: once jemalloc's decay (dirty_decay_ms, 1 s by default; workers
-  // run its background thread) has given back what the forwards freed.
+  // At rest: each worker has purged its engine arena after 100 ms idle, and
+  // jemalloc's decay (dirty_decay_ms, 1 s by default; workers run its
+  // background thread) has given back what the rest of the process freed.
   std::this_thread::sleep_for(kRestAfterWork);
   json j{{"kind", "memory"}, {"workers", o.workers}, {"naive", o.naive}, {"batch", batch}, {"pss_kb", busy},
          {"rest_pss_kb", family_pss_kb()}, {"supervisor_pss_kb", supervisor}};
@@ -259,7 +262,7 @@ ExitCode run_memory_bench(const BenchOptions& o) {
                                               o.model_dir, "--workers", std::to_string(n), "--naive", "--optimize",
                                               o.optimize, "--max-batch", std::to_string(batch)})));
   }
-  print_memory_table("right after the work (every worker's last forward() just freed its activations)", "pss_kb",
+  print_memory_table("right after the work (every worker still holds its batch's activations, kept for reuse until 100 ms idle)", "pss_kb",
                      counts, points, batch);
   print_memory_table(fmt::format("at rest, {} s later (freed pages given back)", kRestAfterWork.count()),
                      "rest_pss_kb", counts, points, batch);
