@@ -1,7 +1,8 @@
 // engine.max_batch = 0: the batch size measured, not guessed. A short
 // calibration times the (optimized) forward() at 1, 2, 4, 8 and 16 items and
-// keeps the lowest cost per item; a batch within 2% of the best counts as a
-// tie and the smaller one wins (less latency for the same throughput). Called
+// keeps the lowest cost per item; a batch within 5% of the best counts as a
+// tie and the smaller one wins (less latency for the same throughput; why 5 %:
+// calibrate.cc). Called
 // once per executor factory, before any worker forks (one thread, as a worker).
 #pragma once
 
@@ -37,7 +38,7 @@ Calibration calibrate_batch(const std::shared_ptr<const LoadedModel>& model, int
 std::vector<std::pair<int, double>> interleaved_best_ms(int limit, double budget_seconds,
                                                         const std::function<double(int)>& time_forward);
 
-// The tie rule alone, for tests: the smallest batch within 2% of the lowest cost.
+// The tie rule alone, for tests: the smallest batch within 5% of the lowest cost.
 int pick_batch(const std::vector<std::pair<int, double>>& ms_per_item);
 
 }  // namespace corepool

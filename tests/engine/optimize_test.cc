@@ -309,9 +309,11 @@ TEST(OptimizeTest, AModelThatCannotBeOptimizedRunsAsLoadedWithAWarningThatSaysWh
 
 // ------------------------------------------------ calibration
 
-TEST(CalibrateTest, TheLowestCostWinsAndAWithin2PercentTieGoesToTheSmallerBatch) {
+TEST(CalibrateTest, TheLowestCostWinsAndAWithin5PercentTieGoesToTheSmallerBatch) {
   EXPECT_EQ(pick_batch({{1, 10.0}, {2, 8.0}, {4, 6.0}, {8, 7.0}}), 4);
-  EXPECT_EQ(pick_batch({{1, 10.0}, {2, 6.1}, {4, 6.0}, {8, 5.99}}), 2);
+  EXPECT_EQ(pick_batch({{1, 10.0}, {2, 6.25}, {4, 6.0}, {8, 5.99}}), 2);
+  EXPECT_EQ(pick_batch({{4, 6.0}, {8, 5.75}}), 4) << "4.2 % less per item is a tie";
+  EXPECT_EQ(pick_batch({{4, 6.0}, {8, 5.7}}), 8) << "5.3 % less per item is not";
   EXPECT_EQ(pick_batch({{1, 5.0}}), 1);
   EXPECT_EQ(pick_batch({}), 1);
 }
