@@ -143,4 +143,8 @@ start_ab() {
 }
 run start start_ab
 
+# Why engine threads allocate from an EngineArena: CNN10's forward() at batch
+# 1-16 on jemalloc's own arenas (corepool's MALLOC_CONF) against an EngineArena.
+run arena "$BUILD/bench/corepool-arena-bench" --model "$CNN10"
+
 echo "bench-all: $step tables in $((SECONDS - total_started)) s at $commit; outputs in $OUT/"
