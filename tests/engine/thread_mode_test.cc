@@ -1,8 +1,6 @@
 // Thread mode: N engine threads give the same scores as one, share one copy of
 // the weights, apply backpressure, and turn bad segments and bad models into
 // errors instead of crashes.
-#include <dlfcn.h>
-
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -16,6 +14,7 @@
 
 #include "supervisor/pool/allocator.h"
 #include "tests/engine/segments.h"
+#include "tests/support/jemalloc.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 #include "worker/engine.h"
@@ -156,26 +155,10 @@ TEST(ThreadModeTest, AModelWithTheWrongOutputShapeFailsAtStartup) {
   EXPECT_THROW(ThreadExecutor(model, {2, 1, 0, {}}, [](SegmentResult&&) {}), ModelError);
 }
 
-// Pages jemalloc holds freed but not given back, over every arena; -1 without it.
-long dirty_pages() {
-  using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
-  const auto mallctl = reinterpret_cast<Mallctl>(::dlsym(RTLD_DEFAULT, "mallctl"));
-  uint64_t epoch = 1;
-  size_t size = sizeof(epoch);
-  if (!mallctl || mallctl("epoch", &epoch, &size, &epoch, sizeof(epoch)) != 0) return -1;
-  size_t pages = 0;
-  size = sizeof(pages);
-  if (mallctl("stats.arenas.4096.pdirty", &pages, &size, nullptr, 0) != 0) return -1;
-  return static_cast<long>(pages);
-}
-
 // An engine thread keeps its freed activations for the next batch (its
 // EngineArena has no time-based decay) and gives them back once it has been
 // idle for 100 ms. Runs on jemalloc with corepool's MALLOC_CONF, in a child.
 TEST(ThreadModeTest, AnIdleEngineThreadGivesItsActivationsBack) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "a sanitizer's malloc, not jemalloc's";
-#endif
   if (!std::filesystem::exists(COREPOOL_JEMALLOC_LIBRARY)) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed";
   testing::TempDir dir;
   const auto r = testing::run_self_test("DISABLED_ThreadModeChild.IdlePurge", dir.path(), std::chrono::seconds(120),
@@ -185,16 +168,16 @@ TEST(ThreadModeTest, AnIdleEngineThreadGivesItsActivationsBack) {
 }
 
 TEST(DISABLED_ThreadModeChild, IdlePurge) {
-  ASSERT_GE(dirty_pages(), 0) << "jemalloc preloaded";
+  ASSERT_GE(testing::jemalloc_dirty_pages(), 0) << "jemalloc preloaded";
   auto model = load_model(COREPOOL_DEFAULT_MODEL);
   ThreadExecutor ex(model, {1, 8, 0, {}}, [](SegmentResult&& r) { EXPECT_TRUE(r.error.empty()) << r.error; });
   for (uint64_t i = 0; i < 16; ++i) ex.submit({0, i, segment_for(model->config, i)});
   ex.wait_idle();
-  const long kept = dirty_pages();
+  const long kept = testing::jemalloc_dirty_pages();
   // CNN10 at batch 8 frees tens of MB of activations per forward().
   EXPECT_GE(kept, (16l << 20) / 4096) << "the engine thread's freed activations were not kept";
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  EXPECT_LE(dirty_pages(), kept / 4) << "still held after 500 ms idle";
+  EXPECT_LE(testing::jemalloc_dirty_pages(), kept / 4) << "still held after 500 ms idle";
 }
 
 }  // namespace

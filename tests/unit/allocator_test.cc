@@ -23,6 +23,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/jemalloc.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 #include "worker/allocator_child.h"
@@ -42,10 +43,8 @@ bool jemalloc_mapped() {
   return false;
 }
 
-using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
-
-// jemalloc's mallctl when jemalloc is in this process, else nullptr.
-Mallctl find_mallctl() { return reinterpret_cast<Mallctl>(::dlsym(RTLD_DEFAULT, "mallctl")); }
+using testing::find_mallctl;
+using testing::Mallctl;
 
 // jemalloc's version through its own mallctl, "" when no mallctl is resolvable.
 std::string jemalloc_version() {
@@ -219,30 +218,17 @@ int background_thread_on() {
   return on ? 1 : 0;
 }
 
-// Pages jemalloc holds dirty (freed, not yet given back) over every arena,
-// as its statistics say after an epoch refresh; -1 without mallctl.
-long dirty_pages() {
-  const Mallctl mallctl = find_mallctl();
-  uint64_t epoch = 1;
-  size_t size = sizeof(epoch);
-  if (!mallctl || mallctl("epoch", &epoch, &size, &epoch, sizeof(epoch)) != 0) return -1;
-  size_t pages = 0;
-  size = sizeof(pages);
-  if (mallctl("stats.arenas.4096.pdirty", &pages, &size, nullptr, 0) != 0) return -1;
-  return static_cast<long>(pages);
-}
-
 TEST(DISABLED_AllocatorChild, PurgeGivesFreedPagesBack) {
-  ASSERT_GE(dirty_pages(), 0) << "jemalloc preloaded";
+  ASSERT_GE(testing::jemalloc_dirty_pages(), 0) << "jemalloc preloaded";
   std::vector<void*> blocks;
   for (int i = 0; i < 64; ++i) {
     blocks.push_back(std::malloc(64 << 10));
     std::memset(blocks.back(), 1, 64 << 10);
   }
   for (void* b : blocks) std::free(b);
-  ASSERT_GT(dirty_pages(), 0) << "4 MB freed with dirty_decay_ms:10000 must still be dirty";
+  ASSERT_GT(testing::jemalloc_dirty_pages(), 0) << "4 MB freed with dirty_decay_ms:10000 must still be dirty";
   ASSERT_TRUE(purge_allocator());
-  EXPECT_EQ(dirty_pages(), 0);
+  EXPECT_EQ(testing::jemalloc_dirty_pages(), 0);
 }
 
 TEST(DISABLED_AllocatorChild, BackgroundThreadAfterFork) {

@@ -7,7 +7,6 @@
 // transparent huge pages (fewer, larger faults) change nothing.
 #include "worker/engine_arena.h"
 
-#include <dlfcn.h>
 #include <sys/resource.h>
 
 #include <chrono>
@@ -19,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "supervisor/pool/allocator.h"
+#include "tests/support/jemalloc.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
@@ -43,26 +43,30 @@ long faults_of_one_block() {
   return faults;
 }
 
-using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
-
 unsigned thread_arena() {
-  const auto mallctl = reinterpret_cast<Mallctl>(::dlsym(RTLD_DEFAULT, "mallctl"));
+  const testing::Mallctl mallctl = testing::find_mallctl();
   unsigned index = 0;
   size_t size = sizeof(index);
   if (!mallctl || mallctl("thread.arena", &index, &size, nullptr, 0) != 0) return ~0u;
   return index;
 }
 
-bool jemalloc_usable() {
+// A sanitizer's malloc would answer, not jemalloc's (GCC says so with
+// __SANITIZE_*__, clang with __has_feature).
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  return false;  // the sanitizer's malloc would answer, not jemalloc's
+#define COREPOOL_ARENA_TEST_SANITIZED 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-  return false;
+#define COREPOOL_ARENA_TEST_SANITIZED 1
 #endif
 #endif
-  return std::filesystem::exists(COREPOOL_JEMALLOC_LIBRARY);
-}
+#ifdef COREPOOL_ARENA_TEST_SANITIZED
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
+bool jemalloc_usable() { return !kSanitized && std::filesystem::exists(COREPOOL_JEMALLOC_LIBRARY); }
 
 testing::ProcessResult run_child(const std::string& test) {
   testing::TempDir dir;
@@ -74,7 +78,7 @@ testing::ProcessResult run_child(const std::string& test) {
 }
 
 TEST(EngineArenaTest, OnTheSystemAllocatorItIsInactive) {
-  if (::dlsym(RTLD_DEFAULT, "mallctl")) GTEST_SKIP() << "this process runs jemalloc";
+  if (testing::find_mallctl()) GTEST_SKIP() << "this process runs jemalloc";
   const EngineArena arena;
   EXPECT_FALSE(arena.active());
   arena.purge();  // nothing to do, and no crash
