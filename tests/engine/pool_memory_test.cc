@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -154,6 +155,51 @@ TEST(PoolMemoryTest, OptimizedPrepackedWeightsAreSharedByEveryWorker) {
               weights_kb, one.shared_bytes / 1024, per_worker, 100.0 * per_worker / weights_kb, fixed,
               100.0 * (per_worker - fixed) / weights_kb);
   EXPECT_LT(per_worker - fixed, weights_kb / 10);
+}
+
+// A worker keeps its freed activations for its next batch (its EngineArena has
+// no time-based decay) and gives them back once idle for 100 ms: its PSS falls
+// by most of a batch's activations within 600 ms of its last result. Runs on
+// jemalloc with corepool's MALLOC_CONF, in a child.
+TEST(PoolMemoryTest, AnIdleWorkerGivesItsActivationsBack) {
+  if (!std::filesystem::exists(COREPOOL_JEMALLOC_LIBRARY)) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed";
+  testing::TempDir dir;
+  const auto r = testing::run_self_test("DISABLED_MemoryChild.IdleWorkerPurges", dir.path(), std::chrono::seconds(120),
+                                        {std::string("LD_PRELOAD=") + COREPOOL_JEMALLOC_LIBRARY,
+                                         std::string("MALLOC_CONF=") + kDefaultMallocConf});
+  EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
+}
+
+TEST(DISABLED_MemoryChild, IdleWorkerPurges) {
+  ASSERT_EQ(allocator_in_use(), "jemalloc");
+  auto model = load_model(COREPOOL_DEFAULT_MODEL);  // CNN10: tens of MB of activations at batch 8
+  ProcessPoolOptions o;
+  o.optimize = "none";
+  o.workers = 1;
+  o.max_batch = 8;
+  o.log_level = "warn";
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t done = 0;
+  ProcessPool pool(model, o, [&](SegmentResult&& r) {
+    EXPECT_TRUE(r.error.empty()) << r.error;
+    std::lock_guard<std::mutex> lock(mu);
+    ++done;
+    cv.notify_all();
+  });
+  const size_t n = 16;
+  for (size_t i = 0; i < n; ++i) pool.submit({1, i, testing::test_segment(model->config.segment_samples(), i)});
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return done == n; }));
+  }
+  ASSERT_EQ(pool.worker_pids().size(), 1u);
+  const int worker = pool.worker_pids()[0];
+  const long busy = pss_kb(worker);
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  const long idle = pss_kb(worker);
+  std::printf("worker PSS right after its last batch %ld kB, after 600 ms idle %ld kB\n", busy, idle);
+  EXPECT_GT(busy - idle, 8 * 1024) << "the idle worker kept its activations";
 }
 
 // The child: a pool of $WORKERS over $MODEL, every worker having run a few
