@@ -23,6 +23,7 @@
 #include "worker/engine_plan.h"
 #include "worker/runtime.h"
 #include "tests/engine/segments.h"
+#include "tests/support/jemalloc.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
@@ -162,11 +163,8 @@ TEST(PoolMemoryTest, OptimizedPrepackedWeightsAreSharedByEveryWorker) {
 // by most of a batch's activations within 600 ms of its last result. Runs on
 // jemalloc with corepool's MALLOC_CONF, in a child.
 TEST(PoolMemoryTest, AnIdleWorkerGivesItsActivationsBack) {
-  if (!std::filesystem::exists(COREPOOL_JEMALLOC_LIBRARY)) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed";
-  testing::TempDir dir;
-  const auto r = testing::run_self_test("DISABLED_MemoryChild.IdleWorkerPurges", dir.path(), std::chrono::seconds(120),
-                                        {std::string("LD_PRELOAD=") + COREPOOL_JEMALLOC_LIBRARY,
-                                         std::string("MALLOC_CONF=") + kDefaultMallocConf});
+  if (!testing::jemalloc_usable()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed";
+  const auto r = testing::run_self_test_on_jemalloc("DISABLED_MemoryChild.IdleWorkerPurges", kDefaultMallocConf);
   EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
 }
 

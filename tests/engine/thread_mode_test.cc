@@ -159,11 +159,8 @@ TEST(ThreadModeTest, AModelWithTheWrongOutputShapeFailsAtStartup) {
 // EngineArena has no time-based decay) and gives them back once it has been
 // idle for 100 ms. Runs on jemalloc with corepool's MALLOC_CONF, in a child.
 TEST(ThreadModeTest, AnIdleEngineThreadGivesItsActivationsBack) {
-  if (!std::filesystem::exists(COREPOOL_JEMALLOC_LIBRARY)) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed";
-  testing::TempDir dir;
-  const auto r = testing::run_self_test("DISABLED_ThreadModeChild.IdlePurge", dir.path(), std::chrono::seconds(120),
-                                        {std::string("LD_PRELOAD=") + COREPOOL_JEMALLOC_LIBRARY,
-                                         std::string("MALLOC_CONF=") + kDefaultMallocConf});
+  if (!testing::jemalloc_usable()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed";
+  const auto r = testing::run_self_test_on_jemalloc("DISABLED_ThreadModeChild.IdlePurge", kDefaultMallocConf);
   EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
 }
 

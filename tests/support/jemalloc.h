@@ -1,13 +1,52 @@
 // jemalloc's mallctl and statistics for tests that run a child on jemalloc
-// (preloaded, never linked: looked up at run time). Header-only, no LibTorch.
+// (preloaded, never linked: looked up at run time), and the way they start
+// that child. Header-only, no LibTorch. The test binary must define
+// COREPOOL_JEMALLOC_LIBRARY (tests/CMakeLists.txt).
 #pragma once
 
 #include <dlfcn.h>
+#include <stdlib.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
+
+// Sanitizer builds replace malloc themselves: a preloaded jemalloc is mapped
+// and answers mallctl, but malloc and free are the sanitizer's. GCC says so
+// with __SANITIZE_*__, clang (make test-long) with __has_feature.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define COREPOOL_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define COREPOOL_TEST_SANITIZED 1
+#endif
+#endif
 
 namespace corepool::testing {
+
+#ifdef COREPOOL_TEST_SANITIZED
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
+// A child can run on jemalloc: it is installed and this is no sanitizer build.
+inline bool jemalloc_usable() { return !kSanitized && std::filesystem::exists(COREPOOL_JEMALLOC_LIBRARY); }
+
+// Runs this binary's `disabled_test` in a child with jemalloc preloaded and
+// MALLOC_CONF=`malloc_conf`. Our own LD_PRELOAD is not the child's business.
+inline ProcessResult run_self_test_on_jemalloc(const std::string& disabled_test, const std::string& malloc_conf,
+                                               std::chrono::seconds timeout = std::chrono::seconds(120)) {
+  TempDir dir;
+  ::unsetenv("LD_PRELOAD");
+  return run_self_test(disabled_test, dir.path(), timeout,
+                       {std::string("LD_PRELOAD=") + COREPOOL_JEMALLOC_LIBRARY, "MALLOC_CONF=" + malloc_conf});
+}
 
 using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
 

@@ -57,12 +57,7 @@ std::string jemalloc_version() {
 
 // Runs DISABLED_AllocatorChild.`test` with jemalloc preloaded and `malloc_conf`.
 testing::ProcessResult run_on_jemalloc(const std::string& test, const std::string& malloc_conf) {
-  testing::TempDir dir;
-  ::unsetenv("LD_PRELOAD");
-  const auto child = testing::spawn_process(testing::self_test_argv("DISABLED_AllocatorChild." + test), dir.path(),
-                                            {std::string("LD_PRELOAD=") + COREPOOL_JEMALLOC_LIBRARY,
-                                             "MALLOC_CONF=" + malloc_conf});
-  return testing::wait_process(child, std::chrono::seconds(60));
+  return testing::run_self_test_on_jemalloc("DISABLED_AllocatorChild." + test, malloc_conf, std::chrono::seconds(60));
 }
 
 // Runs DISABLED_AllocatorChild.`test` (SwitchesTo by default) asking for `wanted`, with LD_PRELOAD
@@ -83,24 +78,6 @@ testing::ProcessResult run_child(const std::string& wanted, const std::string& p
       testing::spawn_process(testing::self_test_argv("DISABLED_AllocatorChild." + test), dir.path(), env);
   return testing::wait_process(child, std::chrono::seconds(60));
 }
-
-// Sanitizer builds replace malloc themselves: a preloaded jemalloc is mapped
-// and answers mallctl, but malloc and free are the sanitizer's. GCC says so
-// with __SANITIZE_*__, clang (make test-long) with __has_feature.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define COREPOOL_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define COREPOOL_TEST_SANITIZED 1
-#endif
-#endif
-#ifdef COREPOOL_TEST_SANITIZED
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-
-bool jemalloc_installed() { return !kSanitized && std::filesystem::exists(COREPOOL_JEMALLOC_LIBRARY); }
 
 TEST(AllocatorTest, ThisTestBinaryRunsOnTheSystemAllocatorUnlessPreloaded) {
   const bool preloaded = std::getenv("LD_PRELOAD") && std::string(std::getenv("LD_PRELOAD")).find("jemalloc") !=
@@ -123,7 +100,7 @@ TEST(AllocatorTest, SystemdUnitStatesTheDefaultMallocConfPlusAbortConf) {
 // it preloaded; afterwards jemalloc is really mapped and answering, and the
 // user's (empty) LD_PRELOAD is back for the programs it starts.
 TEST(AllocatorTest, AskingForJemallocReExecutesOntoIt) {
-  if (!jemalloc_installed()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
+  if (!testing::jemalloc_usable()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
   const testing::ProcessResult r = run_child("jemalloc", "");
   EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
   EXPECT_NE(r.out.find("child: re-executed, on jemalloc"), std::string::npos) << r.out;
@@ -132,7 +109,7 @@ TEST(AllocatorTest, AskingForJemallocReExecutesOntoIt) {
 // A process with jemalloc preloaded that asks for the system allocator is
 // re-executed without it; the user's LD_PRELOAD is restored afterwards.
 TEST(AllocatorTest, AskingForTheSystemAllocatorReExecutesWithoutJemalloc) {
-  if (!jemalloc_installed()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
+  if (!testing::jemalloc_usable()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
   const testing::ProcessResult r = run_child("system", COREPOOL_JEMALLOC_LIBRARY);
   EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
   EXPECT_NE(r.out.find("child: re-executed, on system"), std::string::npos) << r.out;
@@ -155,7 +132,7 @@ TEST(AllocatorTest, AnUnsetOpenblasThreadCountReExecutesWithOne) {
 
 // A count the user set is kept through the allocator's re-exec.
 TEST(AllocatorTest, TheUsersOpenblasThreadCountIsKept) {
-  if (!jemalloc_installed()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
+  if (!testing::jemalloc_usable()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
   const testing::ProcessResult r = run_child("jemalloc", "", "3");
   EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
   EXPECT_NE(r.out.find("child: OPENBLAS_NUM_THREADS=3\n"), std::string::npos) << r.out;
@@ -165,7 +142,7 @@ TEST(AllocatorTest, TheUsersOpenblasThreadCountIsKept) {
 // ensure_allocator then returns at once (no second exec), and the user's
 // LD_PRELOAD (here another library, kept) is back for the programs it starts.
 TEST(AllocatorTest, ALaunchedEngineRunsOnJemallocWithoutReExecuting) {
-  if (!jemalloc_installed()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
+  if (!testing::jemalloc_usable()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
   const testing::ProcessResult r = run_child("jemalloc", "libm.so.6", "", "Launched");
   EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
   EXPECT_NE(r.out.find("child: launched, on jemalloc after 1 exec(s)"), std::string::npos) << r.out;
@@ -173,7 +150,7 @@ TEST(AllocatorTest, ALaunchedEngineRunsOnJemallocWithoutReExecuting) {
 
 // Asked for the system allocator, a launched engine re-executes once without jemalloc.
 TEST(AllocatorTest, ALaunchedEngineAskedForTheSystemAllocatorReExecutesOnce) {
-  if (!jemalloc_installed()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
+  if (!testing::jemalloc_usable()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
   const testing::ProcessResult r = run_child("system", "", "", "Launched");
   EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
   EXPECT_NE(r.out.find("child: launched, on system after 2 exec(s)"), std::string::npos) << r.out;
@@ -183,14 +160,14 @@ TEST(AllocatorTest, ALaunchedEngineAskedForTheSystemAllocatorReExecutesOnce) {
 // (jemalloc's own behaviour, checked first so that the test fails if that
 // premise changes), and restart_allocator_background_thread() brings them back.
 TEST(AllocatorTest, AForkedWorkerGetsJemallocsBackgroundThreadBack) {
-  if (!jemalloc_installed()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
+  if (!testing::jemalloc_usable()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
   const testing::ProcessResult r =
       run_on_jemalloc("BackgroundThreadAfterFork", "background_thread:true,dirty_decay_ms:1000");
   EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
 }
 
 TEST(AllocatorTest, PurgeGivesJemallocsFreedPagesBackAtOnce) {
-  if (!jemalloc_installed()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
+  if (!testing::jemalloc_usable()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
   const testing::ProcessResult r =
       run_on_jemalloc("PurgeGivesFreedPagesBack", "background_thread:false,dirty_decay_ms:10000");
   EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;

@@ -51,30 +51,9 @@ unsigned thread_arena() {
   return index;
 }
 
-// A sanitizer's malloc would answer, not jemalloc's (GCC says so with
-// __SANITIZE_*__, clang with __has_feature).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define COREPOOL_ARENA_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define COREPOOL_ARENA_TEST_SANITIZED 1
-#endif
-#endif
-#ifdef COREPOOL_ARENA_TEST_SANITIZED
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-
-bool jemalloc_usable() { return !kSanitized && std::filesystem::exists(COREPOOL_JEMALLOC_LIBRARY); }
-
 testing::ProcessResult run_child(const std::string& test) {
-  testing::TempDir dir;
-  ::unsetenv("LD_PRELOAD");
-  const auto child = testing::spawn_process(testing::self_test_argv("DISABLED_EngineArenaChild." + test), dir.path(),
-                                            {std::string("LD_PRELOAD=") + COREPOOL_JEMALLOC_LIBRARY,
-                                             std::string("MALLOC_CONF=") + kDefaultMallocConf});
-  return testing::wait_process(child, std::chrono::seconds(60));
+  return testing::run_self_test_on_jemalloc("DISABLED_EngineArenaChild." + test, kDefaultMallocConf,
+                                            std::chrono::seconds(60));
 }
 
 TEST(EngineArenaTest, OnTheSystemAllocatorItIsInactive) {
@@ -85,13 +64,13 @@ TEST(EngineArenaTest, OnTheSystemAllocatorItIsInactive) {
 }
 
 TEST(EngineArenaTest, FreedBlocksAreReusedWithoutFaultsUntilPurged) {
-  if (!jemalloc_usable()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
+  if (!testing::jemalloc_usable()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
   const testing::ProcessResult r = run_child("ReusesUntilPurged");
   EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
 }
 
 TEST(EngineArenaTest, TheThreadGetsItsArenaBackAndTheNextEngineReusesThisOne) {
-  if (!jemalloc_usable()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
+  if (!testing::jemalloc_usable()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
   const testing::ProcessResult r = run_child("RebindsAndReuses");
   EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
 }
