@@ -64,11 +64,16 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# A TCP port nothing listens on, from a random start (other tests may run).
+# A TCP port nothing listens on, from a random start (other tests may run),
+# below the kernel's ephemeral range: a port in that range may be the local
+# end of some client's connection, which nothing listens on but bind() still
+# refuses (seen: slurmd "Unable to bind listen port (44512)" during a CI run).
 free_port() {
-  local port
+  local port low
+  low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+  ((low > 10000)) || low=32768
   for _ in $(seq 200); do
-    port=$((20000 + RANDOM % 30000))
+    port=$((low - 12000 + RANDOM % 12000))
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && [[ "$port" != "${1:-}" ]]; then
       echo "$port"
       return
