@@ -31,12 +31,11 @@ constexpr double kTimedSeconds = 0.05;
 constexpr int kMaxRounds = 1000;  // a clock that returns 0 still ends
 
 // A larger batch must cost at least 5 % less per item than a smaller one to
-// be chosen over it. Doubling the batch doubles each request's latency, and
-// the pipeline loses a few percent of a forward()'s gain to partial batches
-// and to the last batch of a stream, which one engine runs while the others
-// wait: at 654abe9, CNN10 chose batch 16 for 3.7 % less than 8 per item, and
-// thread mode ran at 0.92 of its ceiling (0.96-0.99 at batch 8) for the same
-// throughput (bench/RESULTS.md, the second AMX Xeon section).
+// be chosen over it: doubling the batch doubles each request's latency, and
+// a few percent in forward() alone did not show in the pipeline. At 654abe9
+// CNN10 chose batch 16 for 3.7 % less per item than 8: thread mode gave 2.30x
+// `plain` at a p50 latency of 295 ms, where batch 8 gave 2.23-2.28x at
+// 144-158 ms (bench/RESULTS.md, the AMX Xeon, the next session).
 constexpr double kTieMargin = 0.05;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }

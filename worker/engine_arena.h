@@ -7,10 +7,11 @@
 // from memory no longer needed and keeps handing the pages back, and a block
 // above 8 MiB (oversize_threshold) goes to an arena that hands it back at once;
 // each page given back is a page fault and a zeroed page on the next call.
-// Measured with CNN10, one thread, corepool's MALLOC_CONF (bench/RESULTS.md):
-// 6,797 page faults per forward() at batch 8 and 12.0 ms per item, against 0
-// faults and 8.6 ms in an arena without decay; batch 16 8.1 ms. The engine
-// gives the pages back itself once it has been idle (purge()).
+// Measured with CNN10, one thread, corepool's MALLOC_CONF (corepool-arena-bench,
+// bench/RESULTS.md): 6,885 page faults per forward() at batch 8 and 10.4 ms
+// per item on jemalloc's arenas, 468 and 8.7 ms in an EngineArena; batch 16
+// 20,534 and 11.6 ms against 735 and 8.4 ms. The engine gives the pages back
+// itself once it has been idle (purge()).
 #pragma once
 
 namespace corepool {
