@@ -1,8 +1,10 @@
 // The batch driver. The calling thread reads and segments one file after the
 // other and submits segments (blocking when the executor's queue is full);
 // results come back on engine threads through on_complete(), which folds them
-// into the file's EventBuilder under one mutex and finishes the file when its
-// last segment is in. Files overlap, so no core idles at a file boundary.
+// into the file's EventBuilder under one mutex. When a file's last segment is
+// in, the file leaves the table and its commit (the last events, the summary,
+// fsync, rename) runs on a SerialWorker of its own, off the engine threads and
+// outside the mutex. Files overlap, so no core idles at a file boundary.
 // A sharded run takes its 1/N of the inputs first (shard.h) and leaves a
 // shard report for `corepool merge` (shard_report.h).
 #include "supervisor/batch/batch.h"
@@ -24,6 +26,7 @@
 #include "supervisor/batch/progress.h"
 #include "supervisor/batch/result_file.h"
 #include "supervisor/batch/result_path.h"
+#include "supervisor/batch/serial_worker.h"
 #include "supervisor/batch/shard_report.h"
 #include "supervisor/batch/timeline.h"
 #include "audio/audio_stream.h"
@@ -58,6 +61,9 @@ class BatchRun {
   void process(const BatchInput& input, Executor& executor);
   void on_complete(SegmentResult&& r);
   void fail_input(const std::string& key, const std::string& message);
+  // Waits for the commits of every finished file (call after the executor is
+  // idle); the stats are complete after it.
+  void drain() { committer_.drain(); }
   BatchStats& stats() { return stats_; }
 
  private:
@@ -66,15 +72,19 @@ class BatchRun {
   void submit(uint64_t id, Segment& segment, Executor& executor);
   void end_reading(uint64_t id, uint64_t total, double duration, const std::string& error);
   void maybe_finish(uint64_t id);  // requires mu_
-  void finish_ok(FileJob& job);    // requires mu_
+  void commit(FileJob& job);       // on committer_, without mu_
+  void finish_ok(FileJob& job);    // on committer_, without mu_
 
   const BatchOptions& options_;
   const ModelConfig& model_;
   Progress& progress_;
   std::mutex mu_;
-  std::map<uint64_t, FileJob> jobs_;
+  // Owned through a pointer: a job's EventBuilder holds its address, and a
+  // finished job moves out of the table to be committed.
+  std::map<uint64_t, std::unique_ptr<FileJob>> jobs_;
   uint64_t next_id_ = 0;
   BatchStats stats_;
+  SerialWorker committer_;  // last: its thread stops before the members it uses go
 };
 
 void BatchRun::write(FileJob& job, json line) {
@@ -91,7 +101,7 @@ void BatchRun::write(FileJob& job, json line) {
 uint64_t BatchRun::open_job(const BatchInput& input, const std::string& out_path) {
   std::lock_guard<std::mutex> lock(mu_);
   const uint64_t id = next_id_++;
-  FileJob& job = jobs_[id];
+  FileJob& job = *(jobs_[id] = std::make_unique<FileJob>());
   job.input = input;
   if (!out_path.empty()) job.out = std::make_unique<ResultFile>(out_path);
   job.events = std::make_unique<EventBuilder>(
@@ -106,7 +116,7 @@ uint64_t BatchRun::open_job(const BatchInput& input, const std::string& out_path
 void BatchRun::submit(uint64_t id, Segment& segment, Executor& executor) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ++jobs_[id].submitted;
+    ++jobs_.at(id)->submitted;
   }
   executor.submit({id, segment.index, std::move(segment.samples)});
 }
@@ -140,7 +150,7 @@ void BatchRun::process(const BatchInput& input, Executor& executor) {
 
 void BatchRun::end_reading(uint64_t id, uint64_t total, double duration, const std::string& error) {
   std::lock_guard<std::mutex> lock(mu_);
-  FileJob& job = jobs_[id];
+  FileJob& job = *jobs_.at(id);
   job.reading_done = true;
   job.total_segments = total;
   job.duration = duration;
@@ -152,7 +162,7 @@ void BatchRun::on_complete(SegmentResult&& r) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(r.stream);
   if (it == jobs_.end()) return;  // late duplicate of a finished file
-  FileJob& job = it->second;
+  FileJob& job = *it->second;
   ++job.completed;
   // Progress counts audio as inferred, not as decoded (decoding runs ahead by
   // the queue's depth): each segment advances the file by one hop.
@@ -172,8 +182,18 @@ void BatchRun::on_complete(SegmentResult&& r) {
 }
 
 void BatchRun::maybe_finish(uint64_t id) {
-  FileJob& job = jobs_[id];
+  auto it = jobs_.find(id);
+  const FileJob& job = *it->second;
   if (!job.reading_done || job.completed < job.submitted) return;
+  // std::function wants a copyable callable: the job rides in a shared_ptr.
+  std::shared_ptr<FileJob> done = std::move(it->second);
+  jobs_.erase(it);
+  committer_.post([this, done] { commit(*done); });
+}
+
+// No other thread touches a finished job: its segments are all in, and a late
+// duplicate result finds no entry in jobs_.
+void BatchRun::commit(FileJob& job) {
   if (job.error.empty()) {
     try {
       finish_ok(job);
@@ -181,14 +201,18 @@ void BatchRun::maybe_finish(uint64_t id) {
       job.error = job.input.path + ": " + e.what();
     }
   }
-  if (!job.error.empty()) {
-    if (job.out) job.out->abandon();
+  if (!job.error.empty() && job.out) job.out->abandon();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (job.error.empty()) {
+    ++stats_.files_ok;
+    stats_.segments += job.total_segments;
+    stats_.audio_seconds += job.duration;
+  } else {
     progress_.print_line("error: " + job.error);
     ++stats_.files_failed;
     stats_.failures.push_back({job.input.relative, job.error});
   }
   progress_.file_done();
-  jobs_.erase(id);
 }
 
 void BatchRun::finish_ok(FileJob& job) {
@@ -201,9 +225,6 @@ void BatchRun::finish_ok(FileJob& job) {
                 {"wall_seconds", rounded(wall, 1e3)},
                 {"x_realtime", rounded(wall > 0 ? job.duration / wall : 0.0, 1e1)}}}});
   if (job.out) job.out->commit();
-  ++stats_.files_ok;
-  stats_.segments += job.total_segments;
-  stats_.audio_seconds += job.duration;
 }
 
 void BatchRun::fail_input(const std::string& key, const std::string& message) {
@@ -308,6 +329,7 @@ BatchStats run_batch(const BatchOptions& options, const ModelConfig& model,
     ready = Clock::now();
     for (const auto& in : todo) run.process(in, *executor);
     executor->wait_idle();
+    run.drain();
     drained = Clock::now();
   }
   BatchStats stats = run.stats();
