@@ -88,6 +88,13 @@ fi
 # today's defaults, both modes; x real time is on each run's last line.
 "$BUILD/tools/corepool-gen-audio" --sections tone:60,noise:60,chord:60,silence:60,noise:60 --rate 44100 \
   --repeat 2 --out "$BUILD/ten-minutes.wav" >/dev/null
+# The same length as 120 files of 5 s, defaults only: what each file costs
+# on top of its audio (opening, the last partial batch, the commit's fsyncs).
+mkdir -p "$BUILD/short-files"
+for i in $(seq 1 120); do
+  "$BUILD/tools/corepool-gen-audio" --sections tone:2,noise:1.5,chord:1.5 --rate 44100 --seed "$i" \
+    --out "$BUILD/short-files/$i.wav" >/dev/null
+done
 batch_xrt() {
   for mode in thread process; do
     for flags in "--optimize none --max-batch 4" ""; do
@@ -96,6 +103,9 @@ batch_xrt() {
       "$COREPOOL" --log-level info batch --mode "$mode" $flags --force --no-progress --out "$OUT/batch-out" \
         "$BUILD/ten-minutes.wav" 2>&1 | grep -E "engine plan|file\(s\) done"
     done
+    echo "-- $mode (defaults), 120 files of 5 s"
+    "$COREPOOL" --log-level info batch --mode "$mode" --force --no-progress --out "$OUT/batch-out-short" \
+      "$BUILD/short-files" 2>&1 | grep -E "file\(s\) done"
   done
 }
 run batch-ten-minutes batch_xrt
