@@ -112,12 +112,16 @@ class LatencyLog {
   Phases phases_;
 };
 
-// The pipeline's executor with a stopwatch on every segment; the probe's
-// window closes when the batch driver waits for the last result.
+// The pipeline's executor with a stopwatch on every segment. The probe's
+// window closes when the batch driver lets go of the executor: after the last
+// result AND the result file's commit (fsync, rename), which runs on a thread
+// of its own after wait_idle() — the pipeline's whole work, timed; the
+// executor's own shutdown (stopping workers) is not.
 class MeasuredExecutor final : public Executor {
  public:
   MeasuredExecutor(std::unique_ptr<Executor> inner, ResourceProbe& probe, LatencyLog& log)
       : inner_(std::move(inner)), probe_(probe), log_(log) {}
+  ~MeasuredExecutor() override { probe_.mark_end(); }
   void submit(SegmentTask task) override {
     log_.started(task.stream, task.index);
     inner_->submit(std::move(task));
@@ -126,10 +130,7 @@ class MeasuredExecutor final : public Executor {
     for (const auto& t : tasks) log_.started(t.stream, t.index);
     return inner_->try_submit(tasks);
   }
-  void wait_idle() override {
-    inner_->wait_idle();
-    probe_.mark_end();
-  }
+  void wait_idle() override { inner_->wait_idle(); }
   void cancel(uint64_t stream) override { inner_->cancel(stream); }
   int workers() const override { return inner_->workers(); }
   ExecutorStats stats() const override { return inner_->stats(); }
