@@ -2,6 +2,7 @@
 // no version counters), outputs converted to contiguous float scores.
 #include "worker/engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -109,13 +110,19 @@ std::vector<std::vector<float>> Engine::scores_of(const torch::Tensor& input, in
   return out;
 }
 
-void Engine::check_output_shape() {
+void Engine::check_output_shape(int batch) {
   std::vector<float> silence(model_->config.segment_samples(), 0.0f);
+  const std::vector<const float*> segments(static_cast<size_t>(std::max(batch, 1)), silence.data());
+  const std::string what =
+      segments.size() == 1 ? "a silent segment" : "a batch of " + std::to_string(segments.size()) + " silent segments";
   try {
-    infer({silence.data()});
+    infer(segments);
+  } catch (const ModelError&) {
+    throw;  // the output shape, already named
   } catch (const c10::Error& e) {
-    throw ModelError(model_->dir + "/model.pt: forward() fails on a silent segment: " +
-                     e.what_without_backtrace());
+    throw ModelError(model_->dir + "/model.pt: forward() fails on " + what + ": " + e.what_without_backtrace());
+  } catch (const std::exception& e) {  // a TorchScript raise/assert (torch::jit::JITException)
+    throw ModelError(model_->dir + "/model.pt: forward() fails on " + what + ": " + e.what());
   }
 }
 

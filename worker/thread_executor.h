@@ -30,7 +30,7 @@ struct ThreadExecutorOptions {
 class ThreadExecutor final : public Executor {
  public:
   // Starts the threads; each builds its Engine and checks the model's output
-  // shape first. Throws ModelError if that check fails.
+  // shape on a full batch (max_batch) first. Throws ModelError if that fails.
   ThreadExecutor(std::shared_ptr<const LoadedModel> model, ThreadExecutorOptions options,
                  Completion on_complete);
   ~ThreadExecutor() override;

@@ -67,6 +67,7 @@ TEST(ProcessPoolTest, AWorkerWhoseBootOutlastsTheHangDeadlineIsNotKilledOnceRead
   run_child("SlowBoot", {"COREPOOL_TEST_BOOT_DELAY_MS=1500", "COREPOOL_TEST_STALL_AFTER_READY_MS=400"});
 }
 TEST(ProcessPoolTest, AModelThatCannotStartIsAModelError) { run_child("BootFailure"); }
+TEST(ProcessPoolTest, TheFirstWorkersRunAFullBatchBeforeTheyAreReady) { run_child("FullBatchAtBoot"); }
 TEST(ProcessPoolTest, TwoHundredRespawnsUnderLoadNeitherHangNorLoseASegment) { run_child("Respawn200"); }
 
 TEST(DISABLED_PoolChild, PoisonInput) {
@@ -139,6 +140,15 @@ TEST(DISABLED_PoolChild, BootFailure) {
   std::ofstream(dir / "bad/model.toml") << to_toml(cfg);
   auto bad = load_model(dir / "bad");
   EXPECT_THROW(ProcessPool(bad, {2, 1, 0, 0, {}, 10000, 60000, 2, "off", false}, [](SegmentResult&&) {}),
+               ModelError);
+}
+
+// The first generation of workers runs a full batch before it is ready.
+TEST(DISABLED_PoolChild, FullBatchAtBoot) {
+  testing::TempDir dir;
+  auto model = load_model(testing::batch_limited_model_dir(dir, 2));
+  EXPECT_NO_THROW(ProcessPool(model, {2, 2, 0, 0, {}, 10000, 60000, 2, "off", false}, [](SegmentResult&&) {}));
+  EXPECT_THROW(ProcessPool(model, {2, 4, 0, 0, {}, 10000, 60000, 2, "off", false}, [](SegmentResult&&) {}),
                ModelError);
 }
 

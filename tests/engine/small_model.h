@@ -3,9 +3,12 @@
 // Written into the test's own temp dir by the real corepool-gen-model.
 #pragma once
 
+#include <filesystem>
 #include <memory>
 #include <stdexcept>
 #include <string>
+
+#include <torch/script.h>
 
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
@@ -20,5 +23,23 @@ inline std::string small_model_dir(const TempDir& dir) {
 }
 
 inline std::shared_ptr<const LoadedModel> small_model(const TempDir& dir) { return load_model(small_model_dir(dir)); }
+
+// The small model's model.toml with a forward() that raises on more than
+// `limit` items (and answers zeros otherwise): it shows which batch sizes an
+// engine runs, independently of the engine's own accounting.
+inline std::string batch_limited_model_dir(const TempDir& dir, int limit) {
+  const std::string small = small_model_dir(dir);
+  const std::string out = dir / "batch-limited";
+  std::filesystem::create_directories(out);
+  std::filesystem::copy_file(small + "/model.toml", out + "/model.toml");
+  torch::jit::Module m("BatchLimited");
+  m.register_attribute("limit", c10::IntType::get(), limit);
+  m.define(
+      "def forward(self, x):\n"
+      "    assert x.size(0) <= self.limit, 'more items than the limit'\n"
+      "    return torch.zeros([x.size(0), 4])\n");
+  m.save(out + "/model.pt");
+  return out;
+}
 
 }  // namespace corepool::testing

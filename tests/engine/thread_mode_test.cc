@@ -14,6 +14,7 @@
 
 #include "supervisor/pool/allocator.h"
 #include "tests/engine/segments.h"
+#include "tests/engine/small_model.h"
 #include "tests/support/jemalloc.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
@@ -154,6 +155,22 @@ TEST(ThreadModeTest, AModelWithTheWrongOutputShapeFailsAtStartup) {
   std::ofstream(dir / "model.toml") << to_toml(cfg);
   auto model = load_model(dir.path());
   EXPECT_THROW(ThreadExecutor(model, {2, 1, 0, {}}, [](SegmentResult&&) {}), ModelError);
+}
+
+// Each engine thread runs one full batch before the executor starts (it warms
+// the thread for full batches): a model that cannot run max_batch items fails
+// at startup, not at the first full batch. The model's own limit is the reference.
+TEST(ThreadModeTest, EveryEngineThreadRunsAFullBatchBeforeTheExecutorStarts) {
+  testing::TempDir dir;
+  auto model = load_model(testing::batch_limited_model_dir(dir, 2));
+  EXPECT_NO_THROW(ThreadExecutor(model, {2, 2, 0, {}}, [](SegmentResult&&) {}));
+  try {
+    ThreadExecutor(model, {2, 4, 0, {}}, [](SegmentResult&&) {});
+    FAIL() << "a model that fails on 4 items started with max_batch 4";
+  } catch (const ModelError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("a batch of 4 silent segments"));
+    EXPECT_THAT(e.what(), HasSubstr("more items than the limit"));
+  }
 }
 
 // An engine thread keeps its freed activations for the next batch (its
