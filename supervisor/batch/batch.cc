@@ -5,10 +5,15 @@
 // in, the file leaves the table and its commit (the last events, the summary,
 // fsync, rename) runs on a SerialWorker of its own, off the engine threads and
 // outside the mutex. Files overlap, so no core idles at a file boundary.
+// The run's first segments (half the executor's queue, across files if they
+// are short) are gathered and queued at once: submitted one by one, each would
+// wake an idle engine that runs it alone, a cold batch of one, while the
+// reader decodes the next.
 // A sharded run takes its 1/N of the inputs first (shard.h) and leaves a
 // shard report for `corepool merge` (shard_report.h).
 #include "supervisor/batch/batch.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -59,6 +64,9 @@ class BatchRun {
       : options_(options), model_(model), progress_(progress) {}
 
   void process(const BatchInput& input, Executor& executor);
+  // Queues the opening group (see above) if it is not full yet: at the end
+  // of the inputs, before waiting for the executor.
+  void flush_opening(Executor& executor);
   void on_complete(SegmentResult&& r);
   void fail_input(const std::string& key, const std::string& message);
   // Waits for the commits of every finished file (call after the executor is
@@ -83,6 +91,10 @@ class BatchRun {
   // finished job moves out of the table to be committed.
   std::map<uint64_t, std::unique_ptr<FileJob>> jobs_;
   uint64_t next_id_ = 0;
+  // The reader's own (no lock): the opening group and whether it has gone.
+  std::vector<SegmentTask> opening_;
+  size_t opening_size_ = 1;
+  bool opened_ = false;
   BatchStats stats_;
   SerialWorker committer_;  // last: its thread stops before the members it uses go
 };
@@ -118,7 +130,24 @@ void BatchRun::submit(uint64_t id, Segment& segment, Executor& executor) {
     std::lock_guard<std::mutex> lock(mu_);
     ++jobs_.at(id)->submitted;
   }
-  executor.submit({id, segment.index, std::move(segment.samples)});
+  SegmentTask task{id, segment.index, std::move(segment.samples)};
+  if (opened_) {
+    executor.submit(std::move(task));
+    return;
+  }
+  if (opening_.empty()) opening_size_ = std::max<size_t>(1, executor.stats().depth / 2);
+  opening_.push_back(std::move(task));
+  if (opening_.size() >= opening_size_) flush_opening(executor);
+}
+
+void BatchRun::flush_opening(Executor& executor) {
+  if (opened_) return;
+  opened_ = true;
+  // Half the queue of an idle executor always fits; should it not, one by
+  // one (blocking) loses nothing.
+  if (opening_.empty() || executor.try_submit(opening_)) return;
+  for (auto& task : opening_) executor.submit(std::move(task));
+  opening_.clear();
 }
 
 void BatchRun::process(const BatchInput& input, Executor& executor) {
@@ -328,6 +357,7 @@ BatchStats run_batch(const BatchOptions& options, const ModelConfig& model,
         make_executor([&run](SegmentResult&& r) { run.on_complete(std::move(r)); });
     ready = Clock::now();
     for (const auto& in : todo) run.process(in, *executor);
+    run.flush_opening(*executor);
     executor->wait_idle();
     run.drain();
     drained = Clock::now();
