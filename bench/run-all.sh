@@ -40,13 +40,16 @@ run() {
 total_started=$SECONDS
 
 # The fp32 targets of issue 15 in one run: every kind against `plain` and the
-# ceilings at 2 workers (where the targets are). 300 s of audio and 7
-# repeats (median), about 6 min: on shared VMs 2-3 s points spread 13-24 %
-# between repeats. Each mode runs next to its ceiling (in both orders of the
-# repeats), so that the verdict's repeat-by-repeat ratios pair runs seconds apart.
+# ceilings at 2 workers (where the targets are). 300 s of audio and 11
+# repeats (median), about 5 min (3 min at 7 repeats on the AMX Xeon): on shared
+# VMs 2-3 s points spread 13-24 % between repeats, and a pair of neighbours
+# +-4 % (0.92-1.08 at 98cecd5), so 7 pairs left the median pair ratio about
+# +-2 % around a target it sits at. Each mode runs next to its ceiling (in both
+# orders of the repeats), so that the verdict's repeat-by-repeat ratios pair
+# runs seconds apart.
 run throughput "$COREPOOL" --log-level warn bench --model "$CNN10" \
   --modes plain,thread,ceiling-threads,process,ceiling-processes --worker-counts 2 --intra-ops 1 \
-  --allocators jemalloc --repeats 7 --audio-seconds 300 --out "$OUT/throughput"
+  --allocators jemalloc --repeats 11 --audio-seconds 300 --out "$OUT/throughput"
 # bf16 against `plain` in a run of its own, 2 workers: where bf16 is emulated
 # (no AVX512_BF16) one repeat of 120 s would take minutes.
 run bf16-throughput "$COREPOOL" --log-level warn bench --model "$CNN10" --modes plain,bf16 --worker-counts 2 \
