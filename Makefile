@@ -65,7 +65,7 @@ bench-memory: deps build
 	$(BUILD)/supervisor/corepool --log-level warn bench --memory --respawn --model $(BUILD)/bench-model
 
 # Every table of bench/RESULTS.md again, each file headed by its commit and
-# command (bench/run-all.sh; 10-16 min on 2 cpus, FULL=1 adds the full sweep and
+# command (bench/run-all.sh; 10-18 min on 2 cpus, FULL=1 adds the full sweep and
 # the soak): $(BUILD)/bench-all/*.txt. Never part of `make test`.
 bench-all: deps build
 	BUILD=$(BUILD) bash bench/run-all.sh

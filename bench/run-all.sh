@@ -4,7 +4,7 @@
 # (short hash, "-dirty" if the tree had changes), the date and the exact command,
 # so that a table pasted into RESULTS.md names what it was measured with.
 # Not part of `make test`. About 28 min on 2 cpus (1661 s at a984c47; 14 min, 816 s, at 543771b on a faster
-# AVX-512 Xeon); FULL=1 adds the full sweep
+# AVX-512 Xeon; 18 min, 1077 s, at 3efca8b with file 01 at 11 repeats); FULL=1 adds the full sweep
 # and the two-hour soak (about 35 min more).
 set -euo pipefail
 
