@@ -20,6 +20,17 @@ std::string shape_text(const torch::Tensor& t) {
   return s + "]";
 }
 
+// `batch` (at least 1) segments of silence, all pointing at one buffer.
+struct SilentBatch {
+  std::vector<float> samples;
+  std::vector<const float*> segments;
+  SilentBatch(int64_t segment_samples, int batch)
+      : samples(static_cast<size_t>(segment_samples), 0.0f),
+        segments(static_cast<size_t>(std::max(batch, 1)), samples.data()) {}
+  SilentBatch(const SilentBatch&) = delete;  // segments point into samples
+  SilentBatch& operator=(const SilentBatch&) = delete;
+};
+
 }  // namespace
 
 std::string item_size_error(const ModelConfig& config, TaskInput input, size_t floats) {
@@ -111,8 +122,8 @@ std::vector<std::vector<float>> Engine::scores_of(const torch::Tensor& input, in
 }
 
 void Engine::check_output_shape(int batch) {
-  std::vector<float> silence(model_->config.segment_samples(), 0.0f);
-  const std::vector<const float*> segments(static_cast<size_t>(std::max(batch, 1)), silence.data());
+  const SilentBatch silent(model_->config.segment_samples(), batch);
+  const std::vector<const float*>& segments = silent.segments;
   const std::string what =
       segments.size() == 1 ? "a silent segment" : "a batch of " + std::to_string(segments.size()) + " silent segments";
   try {
@@ -124,6 +135,12 @@ void Engine::check_output_shape(int batch) {
   } catch (const std::exception& e) {  // a TorchScript raise/assert (torch::jit::JITException)
     throw ModelError(model_->dir + "/model.pt: forward() fails on " + what + ": " + e.what());
   }
+}
+
+void Engine::warm_up(int batch) {
+  check_output_shape(batch);
+  const SilentBatch silent(model_->config.segment_samples(), batch);
+  for (int k = 1; k < kWarmupCalls; ++k) infer(silent.segments);
 }
 
 }  // namespace corepool

@@ -63,6 +63,16 @@ class Engine {
   // touches, half per-thread state that outlives a purge).
   void check_output_shape(int batch = 1);
 
+  // How many forward()s a loop runs before its calls cost what they will:
+  // the first pays for oneDNN's primitives and its activations' first page
+  // touches, and the second still ran 8-10 ms slower on CNN10 at batch 8
+  // (74-81 ms, then 69-73 from the third on). The engines warm up as the
+  // bench's ceilings do, before any clock.
+  static constexpr int kWarmupCalls = 2;
+  // check_output_shape(batch), then more forward()s of `batch` silent
+  // segments, kWarmupCalls in all.
+  void warm_up(int batch);
+
   const LoadedModel& model() const { return *model_; }
 
  private:

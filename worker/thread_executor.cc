@@ -219,7 +219,7 @@ void ThreadExecutor::run(int slot) {
       }
     }
     engine = std::make_unique<Engine>(model_);
-    engine->check_output_shape(options_.max_batch);  // and warm this thread for full batches
+    engine->warm_up(options_.max_batch);  // checks the model, and warms this thread for full batches
   } catch (...) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!startup_error_) startup_error_ = std::current_exception();

@@ -333,10 +333,10 @@ std::shared_ptr<spdlog::logger> make_worker_logger(const WorkerSetup& setup) {
     mapped = monotonic_ns();
     engine = std::make_unique<Engine>(model);
     built = monotonic_ns();
-    // The first generation checks on a full batch, which also warms the
-    // worker for full batches; a replacement skips it (respawn latency).
+    // The first generation checks on a full batch and warms the worker for
+    // full batches; a replacement skips it (respawn latency).
     if (setup.check_model) {
-      engine->check_output_shape(setup.max_batch);
+      engine->warm_up(setup.max_batch);
       purge_allocator();  // every arena, its own too: 9 MB of activations for a 1.2 M-wide hidden layer
     }
     test_pause("COREPOOL_TEST_BOOT_DELAY_MS");

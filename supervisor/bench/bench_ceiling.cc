@@ -31,10 +31,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Forwards each loop runs before the clock: the first one pays for oneDNN's
-// primitive creation and first-touch of activations, the second shows it is paid.
-constexpr int kWarmups = 2;
-
 uint64_t batches_of(const CeilingRun& run) { return (run.segments + run.batch - 1) / run.batch; }
 
 // One engine, its features and its warm-up, built where the loop will run
@@ -46,7 +42,8 @@ struct WarmLoop {
     std::vector<const float*> ptrs;
     for (const auto& v : run.inputs) ptrs.push_back(v.data());
     features = engine.features(ptrs);
-    for (int k = 0; k < kWarmups; ++k) engine.forward(features);
+    // As an engine warms up before its first batch (Engine::warm_up).
+    for (int k = 0; k < Engine::kWarmupCalls; ++k) engine.forward(features);
   }
   // Takes batches from `next` until `batches` are taken.
   void run(std::atomic<uint64_t>& next, uint64_t batches, float* times) {

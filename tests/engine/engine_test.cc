@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/engine/segments.h"
+#include "tests/engine/small_model.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 #include "worker/engine.h"
@@ -136,6 +137,20 @@ TEST(EngineTest, LabelCountThatDoesNotMatchTheOutputFailsTheShapeCheck) {
   } catch (const ModelError& e) {
     EXPECT_THAT(e.what(), HasSubstr("does not match"));
   }
+}
+
+// An engine's warm-up is what the bench's ceilings run before their clock
+// (bench_ceiling.cc): the output check and then one more forward(), both at
+// the batch it is given. The model counts its own calls.
+TEST(EngineTest, WarmUpRunsTwoForwardsAtTheBatchItIsGiven) {
+  testing::TempDir dir;
+  Engine engine(load_model(testing::call_counting_model_dir(dir)));
+  engine.warm_up(3);
+  const std::vector<float> silence(engine.model().config.segment_samples(), 0.0f);
+  const auto scores = engine.infer({silence.data()});
+  ASSERT_EQ(scores.size(), 1u);
+  EXPECT_EQ(scores[0][0], 3.0f) << "forward() calls, this one included: two to warm up, then this";
+  EXPECT_EQ(scores[0][1], 3.0f) << "the largest batch run";
 }
 
 }  // namespace

@@ -42,4 +42,28 @@ inline std::string batch_limited_model_dir(const TempDir& dir, int limit) {
   return out;
 }
 
+// The small model's model.toml with a forward() that counts its calls: it
+// answers, for every item, the number of forward()s so far (this one
+// included) and the largest batch among them, then zeros.
+inline std::string call_counting_model_dir(const TempDir& dir) {
+  const std::string small = small_model_dir(dir);
+  const std::string out = dir / "call-counting";
+  std::filesystem::create_directories(out);
+  std::filesystem::copy_file(small + "/model.toml", out + "/model.toml");
+  torch::jit::Module m("CallCounting");
+  m.register_attribute("calls", c10::IntType::get(), 0);
+  m.register_attribute("largest", c10::IntType::get(), 0);
+  m.define(
+      "def forward(self, x):\n"
+      "    self.calls += 1\n"
+      "    if x.size(0) > self.largest:\n"
+      "        self.largest = x.size(0)\n"
+      "    out = torch.zeros([x.size(0), 4])\n"
+      "    out[:, 0] = float(self.calls)\n"
+      "    out[:, 1] = float(self.largest)\n"
+      "    return out\n");
+  m.save(out + "/model.pt");
+  return out;
+}
+
 }  // namespace corepool::testing
