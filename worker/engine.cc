@@ -123,7 +123,10 @@ std::vector<std::vector<float>> Engine::scores_of(const torch::Tensor& input, in
 
 void Engine::check_output_shape(int batch) {
   const SilentBatch silent(model_->config.segment_samples(), batch);
-  const std::vector<const float*>& segments = silent.segments;
+  check_output_shape_on(silent.segments);
+}
+
+void Engine::check_output_shape_on(const std::vector<const float*>& segments) {
   const std::string what =
       segments.size() == 1 ? "a silent segment" : "a batch of " + std::to_string(segments.size()) + " silent segments";
   try {
@@ -138,8 +141,8 @@ void Engine::check_output_shape(int batch) {
 }
 
 void Engine::warm_up(int batch) {
-  check_output_shape(batch);
   const SilentBatch silent(model_->config.segment_samples(), batch);
+  check_output_shape_on(silent.segments);
   for (int k = 1; k < kWarmupCalls; ++k) infer(silent.segments);
 }
 

@@ -57,9 +57,9 @@ class Engine {
 
   // Runs one forward() of `batch` silent segments and checks the output's
   // shape against model.toml. Throws ModelError naming model.pt and the
-  // shapes. At the engine's max_batch it also warms the calling thread for
-  // its full batches: the first full batch of a cold engine thread ran about
-  // 25 ms slower on CNN10 (batch 8; half of it its activations' first page
+  // shapes. At the engine's max_batch it is also the first half of
+  // warm_up(): the first full batch of a cold engine thread ran about 25 ms
+  // slower on CNN10 (batch 8; half of it its activations' first page
   // touches, half per-thread state that outlives a purge).
   void check_output_shape(int batch = 1);
 
@@ -77,6 +77,8 @@ class Engine {
 
  private:
   torch::Tensor batch_input(const std::vector<BatchItem>& items) const;
+  // check_output_shape() on segments the caller holds.
+  void check_output_shape_on(const std::vector<const float*>& segments);
   std::vector<std::vector<float>> scores_of(const torch::Tensor& input, int64_t batch, EngineTiming* timing = nullptr);
 
   std::shared_ptr<const LoadedModel> model_;

@@ -1,7 +1,7 @@
 // `corepool batch` queues the run's first segments (half the executor's
 // queue) at once. Submitted one by one, the first segment woke an idle engine
 // that ran it alone: a batch of one, cold, at about twice the cost per segment
-// of a full batch (CNN10: 18-22 ms for one item against 8-9 ms per item in a
+// of a full batch (CNN10: 17-23 ms for one item against 8.4-9.5 ms per item in a
 // batch of 8), while the reader decoded the next segment for the other engine.
 // The test looks at what the engines ran: the batch of every engine's first
 // forward() (SegmentTiming::batch of the segments at 0 and at max_batch).
