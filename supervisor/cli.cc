@@ -113,6 +113,7 @@ void add_bench_command(CLI::App& app, Cli& cli) {
   bench->add_option("--point", o.point, "internal: run one measurement point")->group("");
   bench->add_option("--audio", o.audio, "internal: input of a throughput point")->group("");
   bench->add_flag("--naive", o.naive, "internal: memory point with private weight copies")->group("");
+  bench->add_option("--winograd-chunks", o.winograd_chunks, "internal: a point's Winograd chunk sizes")->group("");
 }
 
 void add_tune_command(CLI::App& app, Cli& cli) {

@@ -39,7 +39,7 @@ std::string EnginePlan::text() const {
 
 EnginePlan plan_engine(const std::shared_ptr<const LoadedModel>& model, const PlanRequest& request) {
   EnginePlan plan;
-  plan.optimize = optimize_model(*model, request.optimize, request.shared);
+  plan.optimize = optimize_model(*model, request.optimize, request.shared, request.winograd_chunks);
   if (!plan.optimize.fallback.empty()) {
     spdlog::warn("{}: engine.optimize = \"{}\" not applied, running the model as loaded: {}", model->dir,
                  request.optimize, plan.optimize.fallback);

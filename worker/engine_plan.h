@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "worker/calibrate.h"
 #include "worker/model.h"
@@ -26,6 +27,7 @@ struct PlanRequest {
   int max_batch = 0;                // engine.max_batch; 0 = measure
   int limit = 1024;                 // the most a batch may hold (the model's and the rings' limits)
   bool shared = false;              // process mode: optimized weights in a shared WeightArena
+  std::vector<int64_t> winograd_chunks{};  // items per Winograd call, per layer; empty = measure (optimize.h)
 };
 
 // Optimizes (falling back with a WARN), then calibrates when asked; logs the

@@ -12,6 +12,7 @@
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/passes/freeze_module.h>
 #include <torch/csrc/jit/passes/frozen_graph_optimizations.h>
+#include <spdlog/spdlog.h>
 
 #include "worker/linear_rewrite.h"
 #include "worker/torch_module.h"
@@ -86,11 +87,27 @@ double optimize_tolerance(const std::string& mode) { return mode == "bf16" ? 0.0
 
 namespace {
 
+// The Winograd layers' chunk sizes: `given` when it has one per layer, else
+// measured (calibrate_winograd_chunks).
+std::vector<int64_t> winograd_chunks_of(torch::jit::Module& optimized, const LoadedModel& model,
+                                        const std::vector<int64_t>& given) {
+  const auto layers = winograd_layers_of(optimized);
+  if (!given.empty() && given.size() == layers.size()) {
+    for (size_t i = 0; i < layers.size(); ++i) layers[i]->set_chunk(given[i]);
+    return given;
+  }
+  if (!given.empty()) {
+    spdlog::warn("{}: {} Winograd chunk sizes given for {} layers; measuring them instead", model.dir, given.size(),
+                 layers.size());
+  }
+  return calibrate_winograd_chunks(optimized, layers, chunk_batch(model.config));
+}
+
 // One attempt: the optimized module, checked against the module as loaded on
 // the check batch; throws with the reason it cannot be used. Records the
 // check's difference and the counts of corepool's own layers in `out`.
 torch::jit::Module checked_module(const LoadedModel& model, const std::string& mode, bool own_layers,
-                                  WeightArena* arena, OptimizeOutcome& out) {
+                                  WeightArena* arena, const std::vector<int64_t>& chunks, OptimizeOutcome& out) {
   TorchModule& torch = torch_of(model);
   const bool bf16 = mode == "bf16";
   torch::jit::Module optimized;
@@ -117,10 +134,7 @@ torch::jit::Module checked_module(const LoadedModel& model, const std::string& m
   }
   // Outside the arena scope: the calibration's activations are transient, and
   // every weight layout it uses was transformed by the check above.
-  if (out.winograd_layers > 0) {
-    out.winograd_chunks =
-        calibrate_winograd_chunks(optimized, winograd_layers_of(optimized), chunk_batch(model.config));
-  }
+  if (out.winograd_layers > 0) out.winograd_chunks = winograd_chunks_of(optimized, model, chunks);
   return optimized;
 }
 
@@ -133,21 +147,22 @@ std::string reason_of(const std::exception& e) {
 // prepacked linear), then LibTorch's alone (then `winograd_fallback` says why,
 // and applied is onednn-direct).
 torch::jit::Module mode_module(const LoadedModel& model, const std::string& mode, WeightArena* arena,
-                               OptimizeOutcome& out) {
-  if (mode != "onednn") return checked_module(model, mode, false, arena, out);
+                               const std::vector<int64_t>& chunks, OptimizeOutcome& out) {
+  if (mode != "onednn") return checked_module(model, mode, false, arena, chunks, out);
   try {
-    return checked_module(model, mode, true, arena, out);
+    return checked_module(model, mode, true, arena, chunks, out);
   } catch (const std::exception& e) {
     out.winograd_fallback = reason_of(e);
     out.clear_own_layers();
     out.applied = "onednn-direct";
-    return checked_module(model, "onednn-direct", false, arena, out);
+    return checked_module(model, "onednn-direct", false, arena, chunks, out);
   }
 }
 
 }  // namespace
 
-OptimizeOutcome optimize_model(const LoadedModel& model, const std::string& mode, bool shared) {
+OptimizeOutcome optimize_model(const LoadedModel& model, const std::string& mode, bool shared,
+                               const std::vector<int64_t>& winograd_chunks) {
   TorchModule& torch = torch_of(model);
   OptimizeOutcome out;
   out.requested = mode;
@@ -160,7 +175,7 @@ OptimizeOutcome optimize_model(const LoadedModel& model, const std::string& mode
   std::shared_ptr<WeightArena> arena = shared ? WeightArena::create(arena_capacity(model)) : nullptr;
   try {
     out.applied = mode;
-    torch::jit::Module optimized = mode_module(model, mode, arena.get(), out);
+    torch::jit::Module optimized = mode_module(model, mode, arena.get(), winograd_chunks, out);
     if (arena) {
       if (arena->overflow_bytes() > 0) {
         throw std::runtime_error(std::to_string(arena->overflow_bytes()) + " bytes did not fit the weight arena");

@@ -50,7 +50,13 @@ struct OptimizeOutcome {
 // (no OpenMP pool may exist at fork).
 // With `shared`, every tensor the optimization allocates (and the module's
 // constants) goes to a new WeightArena, sealed read-only before returning.
-OptimizeOutcome optimize_model(const LoadedModel& model, const std::string& mode, bool shared);
+// `winograd_chunks`, when it holds one size per Winograd layer (graph order, as
+// OptimizeOutcome reports them), is set instead of measured: bench runs every
+// point at the chunks measured once for its sweep, as at its batch, so that a
+// mode and its ceiling run the same kernels (each measuring its own picked
+// differently in different processes). Another count is logged and measured.
+OptimizeOutcome optimize_model(const LoadedModel& model, const std::string& mode, bool shared,
+                               const std::vector<int64_t>& winograd_chunks = {});
 
 // The tolerance an optimized module must meet against the module as loaded on
 // the check batch, else it falls back: fp32 1e-5 (as the issue asks: the

@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <map>
 
+#include <fmt/format.h>
+
 #include "supervisor/bench/bench_report.h"
 #include "tools/audio_synth.h"
 #include "worker/cpus.h"
@@ -113,19 +115,25 @@ void report(const std::string& dir, const json& host, const std::vector<PointSum
 // engine.max_batch = 0 is measured once per engine.optimize value here, in a
 // child of its own, and every point of that value runs at the result: points
 // that calibrated each for themselves would differ by the calibration's noise
-// (a ceiling at a worse batch than its pipeline is no ceiling).
-void resolve_batches(const BenchOptions& o, std::vector<SweepPoint>& grid) {
-  std::map<std::string, int> batch;
+// (a ceiling at a worse batch than its pipeline is no ceiling). The same holds
+// for onednn's Winograd chunk sizes (optimize.h): measured in each point, they
+// came out different from one process to the next.
+void resolve_plans(const BenchOptions& o, std::vector<SweepPoint>& grid) {
+  std::map<std::string, json> plans;
   for (auto& p : grid) {
-    if (p.max_batch >= 0 || o.max_batch > 0) continue;
     const std::string optimize = p.optimize.empty() ? o.optimize : p.optimize;
-    if (!batch.count(optimize)) {
-      const json j = json::parse(run_self({"--log-level", "warn", "bench", "--point", "plan", "--model", o.model_dir,
-                                           "--optimize", optimize, "--max-batch", "0"}));
-      batch[optimize] = j["batch"];
-      std::printf("  measured once for every %s point: %s\n", optimize.c_str(), j["plan"].get<std::string>().c_str());
+    const bool batch_measured = p.max_batch < 0 && o.max_batch == 0;
+    if (!batch_measured && optimize != "onednn") continue;  // nothing to measure once
+    if (!plans.count(optimize)) {
+      plans[optimize] = json::parse(run_self({"--log-level", "warn", "bench", "--point", "plan", "--model",
+                                              o.model_dir, "--optimize", optimize, "--max-batch",
+                                              std::to_string(o.max_batch)}));
+      std::printf("  measured once for every %s point: %s\n", optimize.c_str(),
+                  plans[optimize]["plan"].get<std::string>().c_str());
     }
-    p.max_batch = batch[optimize];
+    const json& plan = plans[optimize];
+    if (batch_measured) p.max_batch = plan["batch"];
+    p.winograd_chunks = fmt::format("{}", fmt::join(plan["winograd_chunks"].get<std::vector<int64_t>>(), ","));
   }
 }
 
@@ -139,13 +147,17 @@ ExitCode replot(const BenchOptions& o) {
 }  // namespace
 
 json run_point_child(const BenchOptions& o, const SweepPoint& p, const std::string& audio) {
-  const std::string out =
-      run_self({"--log-level", "warn", "--allocator", p.allocator, "bench", "--point", p.kind, "--audio", audio,
-                "--model", o.model_dir, "--workers", std::to_string(p.workers), "--intra-op-threads",
-                std::to_string(p.intra_op), "--inter-op-threads", p.kind == "defaults" ? "0" : "1", "--max-batch",
-                std::to_string(p.max_batch >= 0 ? p.max_batch : o.max_batch), "--optimize",
-                p.optimize.empty() ? o.optimize : p.optimize, o.pin ? "--pin" : "--no-pin"});
-  json j = json::parse(out);
+  std::vector<std::string> args{
+      "--log-level", "warn", "--allocator", p.allocator, "bench", "--point", p.kind, "--audio", audio,
+      "--model", o.model_dir, "--workers", std::to_string(p.workers), "--intra-op-threads",
+      std::to_string(p.intra_op), "--inter-op-threads", p.kind == "defaults" ? "0" : "1", "--max-batch",
+      std::to_string(p.max_batch >= 0 ? p.max_batch : o.max_batch), "--optimize",
+      p.optimize.empty() ? o.optimize : p.optimize, o.pin ? "--pin" : "--no-pin"};
+  if (!p.winograd_chunks.empty()) {
+    args.push_back("--winograd-chunks");
+    args.push_back(p.winograd_chunks);
+  }
+  json j = json::parse(run_self(args));
   if (j["allocator"] != p.allocator) {
     throw std::runtime_error("bench: point " + p.label() + " ran on " + j["allocator"].get<std::string>() +
                              " (the allocator switch did not take)");
@@ -196,7 +208,7 @@ ExitCode run_bench(const BenchOptions& o) {
               "configurations x %d repeat(s)\n", o.model_dir.c_str(), budget.usable, o.optimize.c_str(),
               o.max_batch == 0 ? "measured" : std::to_string(o.max_batch).c_str(), synth::duration_seconds(spec),
               grid.size(), o.repeats);
-  resolve_batches(o, grid);
+  resolve_plans(o, grid);
   json roofline = json::parse(run_self({"--log-level", "warn", "bench", "--point", "roofline", "--model", o.model_dir}));
   roofline.erase("kind");
   std::vector<std::vector<json>> runs(grid.size());
@@ -205,9 +217,11 @@ ExitCode run_bench(const BenchOptions& o) {
       const size_t i = r % 2 == 0 ? k : grid.size() - 1 - k;
       runs[i].push_back(run_point_child(o, grid[i], audio));
       const json& j = runs[i].back();
-      std::printf("  repeat %d  %-34s %8.2f s %8.1f segments/s  %s batch %d\n", r + 1, grid[i].label().c_str(),
+      const auto chunks = j.value("winograd_chunks", std::vector<int64_t>{});
+      std::printf("  repeat %d  %-34s %8.2f s %8.1f segments/s  %s batch %d%s\n", r + 1, grid[i].label().c_str(),
                   j["seconds"].get<double>(), j["segments"].get<double>() / j["seconds"].get<double>(),
-                  j.value("optimize", std::string("?")).c_str(), j.value("batch", 0));
+                  j.value("optimize", std::string("?")).c_str(), j.value("batch", 0),
+                  chunks.empty() ? "" : fmt::format(" items per call {}", fmt::join(chunks, ",")).c_str());
       std::fflush(stdout);
     }
   }

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <sstream>
 
 #include "supervisor/pool/allocator.h"
 #include "supervisor/batch/batch.h"
@@ -30,6 +31,7 @@
 #include "shm/channel.h"
 #include "worker/engine_plan.h"
 #include "worker/runtime.h"
+#include "worker/winograd_conv.h"
 #include "audio/segmenter.h"
 
 namespace corepool {
@@ -193,6 +195,7 @@ json point_json(const BenchOptions& o, const Config& engine, const EnginePlan& p
           {"optimize", plan.optimize.applied},
           {"batch", plan.max_batch},
           {"batch_measured", plan.measured},
+          {"winograd_chunks", plan.optimize.winograd_chunks},
           {"segments", m.segments},
           {"seconds", w.seconds},
           {"latency_ms", {percentile(m.latency_ms, 0.50), percentile(m.latency_ms, 0.95),
@@ -210,13 +213,35 @@ json point_json(const BenchOptions& o, const Config& engine, const EnginePlan& p
           {"phases", phases_to_json(per_segment(m.phases, w.seconds * engine.workers))}};
 }
 
+// `--winograd-chunks 2,2,8`: sizes 1..WinogradConv::kMaxChunk; "" = none given.
+std::vector<int64_t> parse_chunks(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    size_t used = 0;
+    int64_t n = 0;
+    try {
+      n = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || n < 1 || n > WinogradConv::kMaxChunk) {
+      throw std::invalid_argument("bench: --winograd-chunks: \"" + item + "\" in \"" + text +
+                                  "\" is not a size from 1 to " + std::to_string(WinogradConv::kMaxChunk));
+    }
+    out.push_back(n);
+  }
+  return out;
+}
+
 // `--point plan`: the plan alone (thread mode's), for the sweep to measure the
 // batch once and run every point of one engine.optimize at it.
 ExitCode print_plan(const BenchOptions& o, const Config& config) {
   auto model = load_model(o.model_dir);
   const EnginePlan plan = plan_engine(model, {config.optimize, config.max_batch, 1024, false});
   std::printf("%s\n", json{{"kind", "plan"}, {"optimize", plan.optimize.applied}, {"batch", plan.max_batch},
-                           {"plan", plan.text()}}.dump().c_str());
+                           {"winograd_chunks", plan.optimize.winograd_chunks}, {"plan", plan.text()}}.dump().c_str());
   return ExitCode::kOk;
 }
 
@@ -253,8 +278,9 @@ ExitCode run_bench_point(const BenchOptions& o, const Config& config) {
   engine.pin_threads = o.pin;
   // The best path, as the pipeline of the same config runs it: optimized, at
   // the plan's batch (a ceiling at a worse batch would be no ceiling).
-  const EnginePlan plan = plan_engine(
-      model, {engine.optimize, engine.max_batch, processes ? static_cast<int>(shm::kMaxBatch) : 1024, processes});
+  const EnginePlan plan =
+      plan_engine(model, {engine.optimize, engine.max_batch, processes ? static_cast<int>(shm::kMaxBatch) : 1024,
+                          processes, parse_chunks(o.winograd_chunks)});
   engine.max_batch = plan.max_batch;
   const bool pin = o.pin && engine.intra_op_threads == 1;  // as make_executor_factory decides
   Measured m;

@@ -48,6 +48,7 @@ struct BenchOptions {
   std::string point;           // a kind above, or memory | respawn
   std::string audio;           // input file of a throughput point
   bool naive = false;          // memory point: each worker loads its own copy
+  std::string winograd_chunks; // throughput point: items per Winograd call, per layer ("2,2,8"; "" = measured)
   bool bf16_agreement = false; // report bf16 vs fp32 label agreement and score differences
 };
 
@@ -59,6 +60,7 @@ struct SweepPoint {
   std::string allocator = "jemalloc";
   int max_batch = -1;        // -1 = BenchOptions::max_batch (0 there = measured)
   std::string optimize = "";  // "" = BenchOptions::optimize
+  std::string winograd_chunks{};  // measured once per optimize value (bench.cc); "" = the point measures its own
   std::string label() const;  // "thread w2 intra 1 jemalloc"
 };
 

@@ -76,6 +76,27 @@ TEST(BenchKindsTest, EveryThroughputKindRunsAndReportsAPositiveRate) {
     ASSERT_TRUE(std::regex_search(r.out, m, line)) << kind << " in\n" << r.out;
     EXPECT_GT(std::stod(m[1]), 0) << kind;
   }
+  // Where onednn runs Winograd layers (AVX-512), their chunk sizes are measured
+  // once for the sweep, and every onednn point runs at exactly those.
+  std::smatch plan;
+  if (std::regex_search(r.out, plan, std::regex("measured once for every onednn point: [^\\n]*items per call ([0-9,]+)"))) {
+    for (const std::string kind : {"ceiling-threads", "ceiling-processes", "thread", "process"}) {
+      std::smatch m;
+      ASSERT_TRUE(std::regex_search(r.out, m, std::regex("repeat 1  " + kind + " w1 [^\\n]* items per call ([0-9,]+)")))
+          << kind << " in\n" << r.out;
+      EXPECT_EQ(m[1].str(), plan[1].str()) << kind;
+    }
+  }
+}
+
+TEST(BenchKindsTest, APointWithChunkSizesOutOfRangeSaysWhichAndWhere) {
+  testing::TempDir dir;
+  const std::string model = testing::small_model_dir(dir);
+  const auto r = corepool_cli({"bench", "--point", "thread", "--model", model, "--audio", dir / "none.wav",
+                               "--winograd-chunks", "2,0,8"},
+                              dir);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.out + r.err, HasSubstr("--winograd-chunks: \"0\" in \"2,0,8\" is not a size from 1 to 8"));
 }
 
 TEST(BenchKindsTest, TheMemoryComparisonAndTheRespawnLatencyPrintTheirNumbers) {

@@ -36,6 +36,7 @@
 #include "worker/runtime.h"
 #include "worker/torch_module.h"
 #include "worker/weight_arena.h"
+#include "worker/winograd_calibrate.h"
 #include "worker/winograd_conv.h"
 
 namespace corepool {
@@ -233,6 +234,39 @@ TEST(OptimizeTest, ThreadModeOnednnScoresEqualTheModuleAsLoadedWithin1e5) {
   EXPECT_EQ(plan.optimize.own_winograd_layers, expected_own_winograd_layers());
   EXPECT_EQ(plan.optimize.winograd_chunks.size(), static_cast<size_t>(expected_winograd_layers() + expected_direct_layers()));
   EXPECT_EQ(plan.optimize.linear_layers, 1);
+}
+
+// Chunk sizes given with the plan (bench gives every point its sweep's) are
+// set on the layers, not measured: sizes 3, 5 and 7 are ones the calibration
+// never tries (it tries powers of two), so only the given list can put them there.
+TEST(OptimizeTest, GivenWinogradChunksAreSetOnEveryLayerInsteadOfMeasured) {
+  const size_t layers = static_cast<size_t>(expected_winograd_layers() + expected_direct_layers());
+  if (layers == 0) GTEST_SKIP() << "no oneDNN Winograd on this CPU: no chunk to give";
+  testing::TempDir dir;
+  auto model = load_model(testing::small_model_dir(dir));
+  const std::vector<int64_t> pattern = {3, 1, 7, 5, 8, 2};
+  std::vector<int64_t> given;
+  for (size_t i = 0; i < layers; ++i) given.push_back(pattern[i % pattern.size()]);
+  const EnginePlan plan = plan_engine(model, {"onednn", 2, 64, false, given});
+  ASSERT_EQ(plan.optimize.applied, "onednn") << plan.optimize.fallback;
+  EXPECT_EQ(plan.optimize.winograd_chunks, given);
+  const auto convs = winograd_layers_of(module_of(*model));
+  ASSERT_EQ(convs.size(), layers);
+  for (size_t i = 0; i < layers; ++i) EXPECT_EQ(convs[i]->chunk(), given[i]) << "layer " << i;
+}
+
+TEST(OptimizeTest, WinogradChunksOfTheWrongCountAreMeasuredWithAWarning) {
+  const size_t layers = static_cast<size_t>(expected_winograd_layers() + expected_direct_layers());
+  if (layers == 0) GTEST_SKIP() << "no oneDNN Winograd on this CPU: no chunk to give";
+  testing::TempDir dir;
+  auto model = load_model(testing::small_model_dir(dir));
+  EnginePlan plan;
+  const std::string log = captured_log([&] { plan = plan_engine(model, {"onednn", 2, 64, false, {3}}); });
+  EXPECT_EQ(plan.optimize.applied, "onednn") << plan.optimize.fallback;
+  EXPECT_THAT(log, HasSubstr("1 Winograd chunk sizes given for " + std::to_string(layers) +
+                             " layers; measuring them instead"));
+  ASSERT_EQ(plan.optimize.winograd_chunks.size(), layers);
+  for (int64_t chunk : plan.optimize.winograd_chunks) EXPECT_TRUE(chunk == 1 || chunk == 2 || chunk == 4 || chunk == 8) << chunk;
 }
 
 TEST(OptimizeTest, ThreadModeOnednnDirectScoresEqualTheModuleAsLoadedWithoutWinograd) {
