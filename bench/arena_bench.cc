@@ -1,5 +1,5 @@
 // corepool-arena-bench: why engine threads allocate from an EngineArena
-// (worker/engine_arena.h). The optimized model's forward() on one thread at
+// (worker/host/engine_arena.h). The optimized model's forward() on one thread at
 // batch 1, 2, 4, 8 and 16, its activations once on jemalloc's own arenas under
 // corepool's MALLOC_CONF (what every engine did before) and once in an
 // EngineArena, in alternating blocks of --block-seconds so that host noise
@@ -18,9 +18,9 @@
 
 #include "supervisor/pool/allocator.h"
 #include "worker/engine.h"
-#include "worker/engine_arena.h"
-#include "worker/model.h"
-#include "worker/optimize.h"
+#include "worker/host/engine_arena.h"
+#include "worker/model/model.h"
+#include "worker/optimize/optimize.h"
 #include "worker/runtime.h"
 
 namespace {

@@ -14,9 +14,9 @@
 #include <torch/script.h>
 
 #include "bench/best_ms.h"
-#include "worker/onednn_linear.h"
-#include "worker/packed_gemm.h"
-#include "worker/packed_linear.h"
+#include "worker/kernels/onednn_linear.h"
+#include "worker/kernels/packed_gemm.h"
+#include "worker/kernels/packed_linear.h"
 #include "worker/runtime.h"
 
 int main(int argc, char** argv) {

@@ -15,9 +15,9 @@
 #include <torch/script.h>
 
 #include "bench/best_ms.h"
-#include "worker/packed_gemm.h"
+#include "worker/kernels/packed_gemm.h"
 #include "worker/runtime.h"
-#include "worker/winograd_f43.h"
+#include "worker/kernels/winograd_f43.h"
 
 namespace {
 

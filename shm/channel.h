@@ -54,14 +54,16 @@ static_assert(std::is_trivially_copyable_v<RequestDesc>);
 static_assert(std::is_trivially_copyable_v<CompletionDesc>);
 static_assert(std::is_trivially_copyable_v<SlotTiming>);
 
-enum class WorkerState : uint32_t { kEmpty = 0, kStarting = 1, kReady = 2, kStopping = 3 };
+// How far a worker has come, as it writes it into its control block (the
+// supervisor's own, fuller view of a slot is pool::WorkerState).
+enum class BootState : uint32_t { kEmpty = 0, kStarting = 1, kReady = 2, kStopping = 3 };
 
 constexpr uint32_t kRingSlots = 64;  // also the slab's slot count: a push never finds a full ring
 constexpr uint32_t kMaxBatch = kRingSlots;  // a batch is taken from one ring: never more than it holds
 constexpr uint32_t kErrorTextBytes = 256;
 
 struct alignas(kCacheLine) WorkerControl {
-  std::atomic<uint32_t> state{0};         // WorkerState, written by the worker
+  std::atomic<uint32_t> state{0};         // BootState, written by the worker
   std::atomic<uint32_t> stop{0};          // written by the supervisor: finish and exit 0
   std::atomic<int32_t> pid{0};
   alignas(kCacheLine) std::atomic<int64_t> heartbeat_ns{0};  // CLOCK_MONOTONIC, written by the worker

@@ -18,7 +18,7 @@
 #include "supervisor/bench/tune.h"
 #include "supervisor/pool/executor_factory.h"
 #include "supervisor/serve/serve.h"
-#include "worker/model.h"
+#include "worker/model/model.h"
 #include "worker/runtime.h"
 
 namespace corepool {

@@ -8,7 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "supervisor/doctor/doctor_host.h"
-#include "worker/cpus.h"
+#include "worker/host/cpus.h"
 #include "worker/log_format.h"
 #include "worker/runtime.h"
 

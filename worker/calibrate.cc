@@ -18,7 +18,7 @@
 #include <map>
 
 #include "worker/engine.h"
-#include "worker/engine_arena.h"
+#include "worker/host/engine_arena.h"
 
 namespace corepool {
 namespace {

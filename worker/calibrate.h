@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "worker/model.h"
+#include "worker/model/model.h"
 
 namespace corepool {
 

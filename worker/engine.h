@@ -9,8 +9,8 @@
 
 #include "worker/executor.h"
 #include "worker/features.h"
-#include "worker/model.h"
-#include "worker/torch_module.h"
+#include "worker/model/model.h"
+#include "worker/model/torch_module.h"
 
 namespace corepool {
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "worker/calibrate.h"
-#include "worker/model.h"
-#include "worker/optimize.h"
+#include "worker/model/model.h"
+#include "worker/optimize/optimize.h"
 
 namespace corepool {
 

@@ -4,7 +4,7 @@
 // which a forked child cannot use.
 #include "worker/shared_weights.h"
 
-#include "worker/torch_module.h"
+#include "worker/model/torch_module.h"
 
 #include <cstring>
 #include <stdexcept>

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "shm/segment.h"
-#include "worker/model.h"
+#include "worker/model/model.h"
 
 namespace corepool {
 

@@ -9,7 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "worker/cpus.h"
+#include "worker/host/cpus.h"
 #include "worker/engine.h"
 
 namespace corepool {

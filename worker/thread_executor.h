@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "worker/engine_arena.h"
+#include "worker/host/engine_arena.h"
 #include "worker/executor.h"
-#include "worker/model.h"
+#include "worker/model/model.h"
 
 namespace corepool {
 

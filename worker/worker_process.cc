@@ -24,13 +24,14 @@
 
 #include "shm/descriptor_check.h"
 #include "shm/wake.h"
-#include "worker/allocator_child.h"
-#include "worker/engine_arena.h"
-#include "worker/cpus.h"
+#include "worker/host/allocator_child.h"
+#include "worker/host/engine_arena.h"
+#include "worker/host/cpus.h"
 #include "worker/engine.h"
 #include "worker/exit_codes.h"
 #include "worker/log_format.h"
-#include "worker/optimize.h"
+#include "worker/optimize/optimize.h"
+#include "worker/test_hooks.h"
 #include "worker/runtime.h"
 
 namespace corepool {
@@ -56,8 +57,8 @@ class WorkerLoop {
       : setup_(setup), channel_(channel), layout_(layout), log_(std::move(log)),
         requests_(&channel->requests), completions_(&channel->completions),
         slab_(reinterpret_cast<char*>(channel) + layout.slab_offset),
-        crash_marker_(std::getenv("COREPOOL_TEST_CRASH_ON_MARKER") != nullptr),
-        grow_mb_(std::getenv("COREPOOL_TEST_GROW_MB_PER_SEGMENT") ? std::atoi(std::getenv("COREPOOL_TEST_GROW_MB_PER_SEGMENT")) : 0) {}
+        crash_marker_(test_hooks::crash_on_marker()),
+        grow_mb_(test_hooks::grow_mb_per_segment()) {}
 
   void serve(Engine& engine, const EngineArena& arena);
 
@@ -137,8 +138,9 @@ void WorkerLoop::take_batch(std::vector<shm::RequestDesc>& batch) {
 // its kind: nothing may read past the floats the supervisor wrote.
 bool WorkerLoop::admit(const Engine& engine, const shm::RequestDesc& r) {
   const auto* samples = reinterpret_cast<const float*>(slot(r.slot % shm::kRingSlots));
-  if (crash_marker_ && r.samples >= 2 && samples[0] == 12345.0f && samples[1] == -12345.0f) {
-    ::raise(SIGSEGV);  // test-only poison input (COREPOOL_TEST_CRASH_ON_MARKER)
+  if (crash_marker_ && r.samples >= 2 && samples[0] == test_hooks::kCrashMarker[0] &&
+      samples[1] == test_hooks::kCrashMarker[1]) {
+    ::raise(SIGSEGV);  // test-only poison input (test_hooks.h)
   }
   // The model's size check is arithmetic on the descriptor alone, so it goes
   // first and a wrong-sized item gets the same answer as in thread mode; the
@@ -205,9 +207,7 @@ void WorkerLoop::run_batch(Engine& engine, const std::vector<shm::RequestDesc>& 
   beat();
 }
 
-// Test-only (COREPOOL_TEST_GROW_MB_PER_SEGMENT=N): a worker whose memory
-// grows by N MiB of touched pages per segment, as a leak in a model or a
-// library would, so that engine.max_rss_mb can be tested end to end.
+// Test-only (test_hooks::grow_mb_per_segment()): a leak of grow_mb_ MiB per segment.
 void WorkerLoop::grow(size_t segments) {
   if (grow_mb_ <= 0) return;
   for (size_t i = 0; i < segments; ++i) {
@@ -279,13 +279,6 @@ void prefault(const void* base, size_t bytes) {
 #endif
 }
 
-// Test-only pauses (COREPOOL_TEST_BOOT_DELAY_MS, COREPOOL_TEST_STALL_AFTER_READY_MS):
-// a slow boot, as when eight workers each load a private copy on two cpus,
-// and a worker preempted right after it signalled ready.
-void test_pause(const char* env) {
-  if (const char* ms = std::getenv(env)) std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
-}
-
 std::shared_ptr<spdlog::logger> make_worker_logger(const WorkerSetup& setup) {
   // A single-threaded sink with no shared console mutex: the parent's logger
   // (and its mutexes) may have been mid-write in another thread at fork time.
@@ -339,7 +332,7 @@ std::shared_ptr<spdlog::logger> make_worker_logger(const WorkerSetup& setup) {
       engine->warm_up(setup.max_batch);
       purge_allocator();  // every arena, its own too: 9 MB of activations for a 1.2 M-wide hidden layer
     }
-    test_pause("COREPOOL_TEST_BOOT_DELAY_MS");
+    test_hooks::pause(test_hooks::Pause::kBootDelay);
   } catch (const std::exception& e) {
     log->error("cannot start: {}", e.what());
     ::_exit(exit_status(ExitCode::kWorkerBootFailure));
@@ -350,16 +343,16 @@ std::shared_ptr<spdlog::logger> make_worker_logger(const WorkerSetup& setup) {
   // worker's loop beats: a boot longer than the hang deadline then got the
   // new worker killed as hung (seen with 8 naive copies loading on 2 cpus).
   channel->control.heartbeat_ns.store(monotonic_ns(), std::memory_order_relaxed);
-  channel->control.state.store(static_cast<uint32_t>(shm::WorkerState::kReady), std::memory_order_release);
+  channel->control.state.store(static_cast<uint32_t>(shm::BootState::kReady), std::memory_order_release);
   shm::signal_eventfd(setup.completion_eventfd);  // tell the supervisor we are ready
-  test_pause("COREPOOL_TEST_STALL_AFTER_READY_MS");
+  test_hooks::pause(test_hooks::Pause::kStallAfterReady);
   const int64_t ready = monotonic_ns();
   log->debug("ready (pid {}, cpu {}) in {:.1f} ms: weights mapped {:.1f}, engine {:.1f}, first forward() {:.1f}",
              ::getpid(), setup.cpu, (ready - started) / 1e6, (mapped - started) / 1e6, (built - mapped) / 1e6,
              (ready - built) / 1e6);
   WorkerLoop loop(setup, channel, layout, log);
   loop.serve(*engine, arena);
-  channel->control.state.store(static_cast<uint32_t>(shm::WorkerState::kStopping));
+  channel->control.state.store(static_cast<uint32_t>(shm::BootState::kStopping));
   ::_exit(exit_status(ExitCode::kWorkerStopped));
 }
 

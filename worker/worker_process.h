@@ -9,7 +9,7 @@
 
 #include "shm/channel.h"
 #include "worker/exit_codes.h"
-#include "worker/model.h"
+#include "worker/model/model.h"
 
 namespace corepool {
 

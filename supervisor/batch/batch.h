@@ -1,7 +1,7 @@
 // `corepool batch`: every input file goes through validation -> features ->
 // inference -> post-processing, and gets one JSON Lines result (events ordered
-// by time, then a summary line), written atomically. The executor (thread mode
-// now, process mode later) is created by the caller's factory.
+// by time, then a summary line), written atomically. The executor (engine
+// threads or worker processes, engine.mode) is made by the caller's factory.
 #pragma once
 
 #include <functional>

@@ -16,8 +16,8 @@
 
 #include "supervisor/bench/bench_report.h"
 #include "tools/audio_synth.h"
-#include "worker/cpus.h"
-#include "worker/model.h"
+#include "worker/host/cpus.h"
+#include "worker/model/model.h"
 
 namespace corepool {
 namespace {

@@ -14,7 +14,7 @@
 #include "supervisor/bench/bench.h"
 #include "tools/sound_classes.h"
 #include "worker/engine.h"
-#include "worker/optimize.h"
+#include "worker/optimize/optimize.h"
 
 namespace corepool {
 namespace {

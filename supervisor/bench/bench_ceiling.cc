@@ -17,14 +17,14 @@
 #include <stdexcept>
 #include <thread>
 
-#include "worker/allocator_child.h"
-#include "worker/engine_arena.h"
-#include "worker/cpus.h"
+#include "worker/host/allocator_child.h"
+#include "worker/host/engine_arena.h"
+#include "worker/host/cpus.h"
 #include "worker/engine.h"
 #include "worker/exit_codes.h"
 #include "worker/runtime.h"
 #include "worker/shared_weights.h"
-#include "worker/torch_module.h"
+#include "worker/model/torch_module.h"
 
 namespace corepool {
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "supervisor/bench/resource_probe.h"
-#include "worker/model.h"
+#include "worker/model/model.h"
 
 namespace corepool {
 

@@ -31,7 +31,7 @@
 #include "supervisor/pool/process_pool.h"
 #include "worker/engine_plan.h"
 #include "worker/runtime.h"
-#include "worker/torch_module.h"
+#include "worker/model/torch_module.h"
 
 namespace corepool {
 namespace {

@@ -27,11 +27,11 @@
 #include "supervisor/pool/executor_factory.h"
 #include "supervisor/bench/resource_probe.h"
 #include "audio/audio_stream.h"
-#include "worker/cpus.h"
+#include "worker/host/cpus.h"
 #include "shm/channel.h"
 #include "worker/engine_plan.h"
 #include "worker/runtime.h"
-#include "worker/winograd_conv.h"
+#include "worker/kernels/winograd_conv.h"
 #include "audio/segmenter.h"
 
 namespace corepool {

@@ -6,7 +6,7 @@
 
 #include <torch/csrc/autograd/profiler_legacy.h>
 
-#include "worker/torch_module.h"
+#include "worker/model/torch_module.h"
 
 namespace corepool {
 

@@ -4,7 +4,7 @@
 // optimizes it. With core_peak.h it gives the roofline `corepool bench` prints.
 #pragma once
 
-#include "worker/model.h"
+#include "worker/model/model.h"
 
 namespace corepool {
 

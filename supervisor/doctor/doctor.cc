@@ -16,7 +16,7 @@
 #include "supervisor/doctor/doctor_capacity.h"
 #include "supervisor/doctor/doctor_host.h"
 #include "supervisor/doctor/doctor_model.h"
-#include "worker/cpus.h"
+#include "worker/host/cpus.h"
 #include "worker/runtime.h"
 
 namespace corepool {

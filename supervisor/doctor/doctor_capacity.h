@@ -13,7 +13,7 @@
 
 #include "supervisor/doctor/doctor_check.h"
 #include "supervisor/doctor/doctor_procfs.h"
-#include "worker/cpus.h"
+#include "worker/host/cpus.h"
 
 namespace corepool {
 

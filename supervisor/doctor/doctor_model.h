@@ -12,7 +12,7 @@
 
 #include "supervisor/doctor/doctor_check.h"
 #include "worker/engine_plan.h"
-#include "worker/model.h"
+#include "worker/model/model.h"
 
 namespace corepool {
 

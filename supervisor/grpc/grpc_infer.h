@@ -10,7 +10,7 @@
 #include <string>
 
 #include "supervisor/grpc/proto/grpc_service.pb.h"
-#include "supervisor/serve/triton_service.h"
+#include "supervisor/triton/triton_service.h"
 
 namespace corepool::grpc_api {
 

@@ -2,7 +2,7 @@
 // inference.GRPCInferenceService) on its own threads: gRPC's callback threads
 // run the RPCs, and with socket activation one more thread accepts on the
 // listening socket systemd passed (gRPC C++ cannot adopt a listening socket,
-// only connected ones). Started and stopped by serve.cc's Server, which owns
+// only connected ones). Started and stopped by serve.cc's ServeProcess, which owns
 // the triton::Service it adapts: the Service must outlive stop().
 #pragma once
 
@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "config/config.h"
-#include "supervisor/serve/listen_fds.h"
-#include "supervisor/serve/triton_service.h"
+#include "supervisor/systemd/listen_fds.h"
+#include "supervisor/triton/triton_service.h"
 
 namespace grpc {
 class Server;

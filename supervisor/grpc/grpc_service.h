@@ -16,7 +16,7 @@
 #include <grpcpp/impl/service_type.h>
 
 #include "supervisor/grpc/proto/grpc_service.pb.h"
-#include "supervisor/serve/triton_service.h"
+#include "supervisor/triton/triton_service.h"
 
 namespace corepool::grpc_api {
 

@@ -4,7 +4,6 @@
 // Connections live in connections_ until both their handles are closed.
 #include "supervisor/http/http_server.h"
 
-#include <grp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -23,58 +22,17 @@
 
 #include "supervisor/http/http_connection.h"
 #include "supervisor/http/http_mailbox.h"
+#include "supervisor/http/http_unix_socket.h"
 #include "supervisor/http/http_wire.h"
 
 namespace corepool {
 namespace {
-
 constexpr int kBacklog = 511;
-
-[[noreturn]] void throw_listen_error(const std::string& where, const std::string& why) {
-  throw std::runtime_error("cannot listen on " + where + ": " + why);
-}
-
-// connect() to a Unix socket path: 0 when someone is listening, else -errno.
-int probe_unix_socket(const std::string& path) {
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -errno;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  int rc;
-  do rc = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  while (rc < 0 && errno == EINTR);
-  rc = rc < 0 ? -errno : 0;
-  ::close(fd);
-  return rc;
-}
-
-// A socket file left by a dead server is removed; a live one or any other
-// kind of file is an error: we never delete what we did not create.
-void remove_stale_socket(const std::string& path) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) return;  // ENOENT: nothing to remove
-  if (!S_ISSOCK(st.st_mode)) throw_listen_error(path, "exists and is not a socket");
-  if (probe_unix_socket(path) == 0) throw_listen_error(path, "another server is listening there");
-  if (::unlink(path.c_str()) != 0) throw_listen_error(path, std::string("cannot remove stale socket: ") + std::strerror(errno));
-}
-
-// The gid of group `name` (serve.unix_socket_group). Resolved before the
-// socket exists, so an unknown group leaves nothing behind.
-gid_t resolve_group(const std::string& path, const std::string& name) {
-  group entry{};
-  group* found = nullptr;
-  std::vector<char> buf(16384);
-  int rc;
-  while ((rc = ::getgrnam_r(name.c_str(), &entry, buf.data(), buf.size(), &found)) == ERANGE) {
-    buf.resize(buf.size() * 2);
-  }
-  if (rc != 0) throw_listen_error(path, "cannot look up group '" + name + "': " + std::strerror(rc));
-  if (found == nullptr) throw_listen_error(path, "unknown group '" + name + "' (serve.unix_socket_group)");
-  return entry.gr_gid;
-}
-
 }  // namespace
+
+using http::remove_stale_socket;
+using http::resolve_group;
+using http::throw_listen_error;
 
 // ---- Responder -------------------------------------------------------------
 

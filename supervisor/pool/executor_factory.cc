@@ -4,7 +4,7 @@
 
 #include "shm/channel.h"
 #include "supervisor/pool/process_pool.h"
-#include "worker/cpus.h"
+#include "worker/host/cpus.h"
 #include "worker/thread_executor.h"
 
 namespace corepool {

@@ -9,7 +9,7 @@
 #include "config/config.h"
 #include "worker/engine_plan.h"
 #include "worker/executor.h"
-#include "worker/model.h"
+#include "worker/model/model.h"
 
 namespace corepool {
 

@@ -15,7 +15,7 @@
 #include "shm/channel.h"
 #include "supervisor/pool/pool_options.h"
 #include "worker/executor.h"
-#include "worker/model.h"
+#include "worker/model/model.h"
 
 namespace corepool::pool {
 

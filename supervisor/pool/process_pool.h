@@ -17,7 +17,7 @@
 
 #include "supervisor/pool/pool_options.h"
 #include "worker/executor.h"
-#include "worker/model.h"
+#include "worker/model/model.h"
 
 namespace corepool {
 

@@ -132,7 +132,7 @@ void WorkerTable::spawn(Worker& w) {
 
 void WorkerTable::note_ready(Worker& w) {
   if (w.state != WorkerState::kStarting ||
-      w.channel->control.state.load(std::memory_order_acquire) != static_cast<uint32_t>(shm::WorkerState::kReady)) {
+      w.channel->control.state.load(std::memory_order_acquire) != static_cast<uint32_t>(shm::BootState::kReady)) {
     return;
   }
   set_state(w, WorkerState::kReady);

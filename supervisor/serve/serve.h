@@ -2,8 +2,9 @@
 // lifecycle, gunicorn-arbiter style: start the generation (model + executor)
 // and the HTTP server, tell systemd READY=1, then wait for signals: SIGHUP
 // (or a repository load, Triton's POST .../load) reloads (a new generation
-// next to the old, swapped in when ready), SIGTERM or SIGINT drains and exits 0. Called by main.cc after logging is set up and
-// before any other thread exists (it blocks the signals it waits for).
+// next to the old, swapped in when ready), SIGTERM or SIGINT drains and exits
+// 0. Called by commands.cc after logging is set up; signals arrive through a
+// pipe (signal_pipe.h), so threads that libraries started earlier are harmless.
 #pragma once
 
 #include <functional>
@@ -23,8 +24,9 @@ struct ServeOptions {
 };
 
 // Returns kOk after a clean drain, kCannotListen when a listener cannot be
-// opened. Throws ModelError on a model error at start and std::exception on
-// any other failure; the caller (commands.cc) maps them to their exit codes.
+// opened, kModelError when the model cannot be loaded at start. Throws
+// std::exception on any other failure; the caller (commands.cc) maps it to its
+// exit code.
 ExitCode run_serve(const ServeOptions& options);
 
 }  // namespace corepool

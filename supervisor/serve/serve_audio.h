@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "supervisor/serve/serve_generation.h"
+#include "supervisor/triton/serve_generation.h"
 #include "supervisor/serve/serve_reply.h"
 
 namespace corepool {

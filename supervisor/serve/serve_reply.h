@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "supervisor/http/http_server.h"
-#include "supervisor/serve/serve_metrics.h"
+#include "supervisor/triton/serve_metrics.h"
 
 namespace corepool {
 

@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "supervisor/serve/client_shm_protocol.h"
-#include "supervisor/serve/inference_protocol.h"
+#include "supervisor/triton/client_shm_protocol.h"
+#include "supervisor/triton/inference_protocol.h"
 
 namespace corepool {
 namespace {

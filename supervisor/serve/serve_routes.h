@@ -10,10 +10,10 @@
 
 #include "supervisor/http/http_server.h"
 #include "supervisor/serve/serve_audio.h"
-#include "supervisor/serve/serve_generation.h"
-#include "supervisor/serve/serve_metrics.h"
+#include "supervisor/triton/serve_generation.h"
+#include "supervisor/triton/serve_metrics.h"
 #include "supervisor/serve/serve_reply.h"
-#include "supervisor/serve/triton_service.h"
+#include "supervisor/triton/triton_service.h"
 
 namespace corepool {
 

@@ -16,7 +16,7 @@
 #include "tools/audio_synth.h"
 #include "tools/sound_classes.h"
 #include "worker/engine.h"
-#include "worker/model.h"
+#include "worker/model/model.h"
 
 namespace corepool {
 namespace {

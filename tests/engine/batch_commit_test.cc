@@ -27,7 +27,7 @@
 #include "supervisor/pool/executor_factory.h"
 #include "tests/support/temp_dir.h"
 #include "tools/audio_synth.h"
-#include "worker/model.h"
+#include "worker/model/model.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // Linear layers on prepacked weights: oneDNN's inner product
-// (worker/onednn_linear.h), corepool's own kernel (worker/packed_linear.h)
-// and the graph pass choosing between them (worker/linear_rewrite.h),
+// (worker/kernels/onednn_linear.h), corepool's own kernel (worker/kernels/packed_linear.h)
+// and the graph pass choosing between them (worker/optimize/linear_rewrite.h),
 // checked against references written here: a naive double-precision
 // y = x W^T + b, and the frozen module before the rewrite.
 // The whole-model checks (both modes equal the module as loaded within 1e-5)
@@ -11,10 +11,10 @@
 #include <gtest/gtest.h>
 
 #include "tests/engine/graph_nodes.h"
-#include "worker/linear_rewrite.h"
-#include "worker/onednn_linear.h"
-#include "worker/packed_gemm.h"
-#include "worker/packed_linear.h"
+#include "worker/optimize/linear_rewrite.h"
+#include "worker/kernels/onednn_linear.h"
+#include "worker/kernels/packed_gemm.h"
+#include "worker/kernels/packed_linear.h"
 
 namespace corepool {
 namespace {

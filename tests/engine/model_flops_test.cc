@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "supervisor/bench/model_flops.h"
-#include "worker/model.h"
+#include "worker/model/model.h"
 
 namespace corepool {
 namespace {

@@ -32,12 +32,12 @@
 #include "tests/support/temp_dir.h"
 #include "worker/calibrate.h"
 #include "worker/engine.h"
-#include "worker/optimize.h"
+#include "worker/optimize/optimize.h"
 #include "worker/runtime.h"
-#include "worker/torch_module.h"
-#include "worker/weight_arena.h"
-#include "worker/winograd_calibrate.h"
-#include "worker/winograd_conv.h"
+#include "worker/model/torch_module.h"
+#include "worker/model/weight_arena.h"
+#include "worker/kernels/winograd_calibrate.h"
+#include "worker/kernels/winograd_conv.h"
 
 namespace corepool {
 namespace {

@@ -1,4 +1,4 @@
-// corepool's packed GEMM (worker/packed_gemm.h) against a naive triple loop
+// corepool's packed GEMM (worker/kernels/packed_gemm.h) against a naive triple loop
 // in double: row counts around the 6-row panel, k around the 256 chunk,
 // n with and without a final 8-column panel, row strides wider than the
 // matrices, and an empty sum; and the same kernel as a linear layer
@@ -11,7 +11,7 @@
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 
-#include "worker/packed_gemm.h"
+#include "worker/kernels/packed_gemm.h"
 
 namespace corepool {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
-#include "worker/model.h"
+#include "worker/model/model.h"
 
 namespace corepool::testing {
 

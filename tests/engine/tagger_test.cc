@@ -10,8 +10,8 @@
 
 #include "models/train/tagger_data.h"
 #include "tools/sound_classes.h"
-#include "worker/model.h"
-#include "worker/torch_module.h"
+#include "worker/model/model.h"
+#include "worker/model/torch_module.h"
 
 namespace corepool {
 namespace {

@@ -1,4 +1,4 @@
-// corepool's own Winograd F(4x4, 3x3) on NCHW (worker/winograd_f43.h) against
+// corepool's own Winograd F(4x4, 3x3) on NCHW (worker/kernels/winograd_f43.h) against
 // a naive convolution in double (naive_conv.h): every map size's edge case
 // (sizes that are and are not multiples of the 4x4 tile, maps smaller than a
 // tile, one row or column), batches, several tile blocks per call, bias or
@@ -9,8 +9,8 @@
 
 #include "tests/engine/graph_nodes.h"
 #include "tests/engine/naive_conv.h"
-#include "worker/winograd_f43.h"
-#include "worker/winograd_rewrite.h"
+#include "worker/kernels/winograd_f43.h"
+#include "worker/optimize/winograd_rewrite.h"
 
 namespace corepool {
 namespace {

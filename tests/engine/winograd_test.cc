@@ -1,5 +1,5 @@
-// The Winograd path of engine.optimize = "onednn" (worker/winograd_conv.h,
-// worker/winograd_rewrite.h), checked against references written here: a naive
+// The Winograd path of engine.optimize = "onednn" (worker/kernels/winograd_conv.h,
+// worker/optimize/winograd_rewrite.h), checked against references written here: a naive
 // six-loop convolution, the blocked layout's index formula, and the frozen
 // module before the rewrite. The whole-model checks (thread and process mode
 // equal the module as loaded within 1e-5) are in optimize_test.cc.
@@ -9,9 +9,9 @@
 
 #include "tests/engine/graph_nodes.h"
 #include "tests/engine/naive_conv.h"
-#include "worker/winograd_calibrate.h"
-#include "worker/winograd_conv.h"
-#include "worker/winograd_rewrite.h"
+#include "worker/kernels/winograd_calibrate.h"
+#include "worker/kernels/winograd_conv.h"
+#include "worker/optimize/winograd_rewrite.h"
 
 namespace corepool {
 namespace {

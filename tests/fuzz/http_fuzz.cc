@@ -17,7 +17,7 @@
 
 #include "supervisor/http/http_connection.h"
 #include "supervisor/http/http_wire.h"
-#include "supervisor/serve/inference_protocol.h"
+#include "supervisor/triton/inference_protocol.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "audio/audio_error.h"
 #include "audio/audio_validation.h"

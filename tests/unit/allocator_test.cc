@@ -26,7 +26,7 @@
 #include "tests/support/jemalloc.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
-#include "worker/allocator_child.h"
+#include "worker/host/allocator_child.h"
 
 namespace corepool {
 namespace {

@@ -1,8 +1,8 @@
-// Tensors in client shared memory (supervisor/serve/client_shm_io.cc): the
+// Tensors in client shared memory (supervisor/triton/client_shm_io.cc): the
 // input read from a real shm object equals what the test wrote there, the
 // scores land exactly where asked, and every wrong size, region or value is
 // refused before any byte moves.
-#include "supervisor/serve/client_shm_io.h"
+#include "supervisor/triton/client_shm_io.h"
 
 #include <sys/stat.h>
 

@@ -1,8 +1,8 @@
 // Triton's system shared memory extension as JSON and paths
-// (supervisor/serve/client_shm_protocol.cc), without a server: the paths
+// (supervisor/triton/client_shm_protocol.cc), without a server: the paths
 // parse strictly, region names are percent-decoded as Triton's clients quote
 // them, and every malformed body or infer parameter names its field.
-#include "supervisor/serve/client_shm_protocol.h"
+#include "supervisor/triton/client_shm_protocol.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,8 +1,8 @@
-// The client shm registry (supervisor/serve/client_shm.cc) over real POSIX shm
+// The client shm registry (supervisor/triton/client_shm.cc) over real POSIX shm
 // objects: register / unregister / status, every refused registration leaves
 // the registry as it was, a held region outlives unregister and shm_unlink, and
 // a truncated object is an error in this very process (a SIGBUS would kill it).
-#include "supervisor/serve/client_shm.h"
+#include "supervisor/triton/client_shm.h"
 
 #include <grp.h>
 #include <sys/mman.h>

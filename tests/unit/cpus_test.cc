@@ -1,8 +1,8 @@
-// Unit tests for worker/cpus.cc: cpu.max parsing, the cgroup quota walk over a fake
+// Unit tests for worker/host/cpus.cc: cpu.max parsing, the cgroup quota walk over a fake
 // cgroup root (a temp dir laid out like /sys/fs/cgroup), usable_cpus() against the
 // real affinity mask, and pinning. Pinning runs on a scratch thread so the test
 // process keeps its own affinity.
-#include "worker/cpus.h"
+#include "worker/host/cpus.h"
 #include "tests/support/temp_dir.h"
 
 #include <gtest/gtest.h>

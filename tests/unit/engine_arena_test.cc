@@ -5,7 +5,7 @@
 // the arena is no longer needed); inside one the pages are reused until
 // purge(). Faults are counted against a first touch of fresh memory, so that
 // transparent huge pages (fewer, larger faults) change nothing.
-#include "worker/engine_arena.h"
+#include "worker/host/engine_arena.h"
 
 #include <sys/resource.h>
 

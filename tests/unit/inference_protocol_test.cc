@@ -1,7 +1,7 @@
-// The KServe v2 JSON layer (supervisor/serve/inference_protocol.cc) without a
+// The KServe v2 JSON layer (supervisor/triton/inference_protocol.cc) without a
 // server: every malformed request names its field, nested and flat data are
 // the same, binary data is checked byte for byte, paths parse strictly.
-#include "supervisor/serve/inference_protocol.h"
+#include "supervisor/triton/inference_protocol.h"
 
 #include <cmath>
 #include <cstring>

@@ -2,7 +2,7 @@
 // spawn_helper pattern): the parent puts real sockets or a file at fd 3 and up
 // with LISTEN_PID/LISTEN_FDS/LISTEN_FDNAMES, or lets the real
 // systemd-socket-activate do it; the DISABLED_ListenFdsChild tests check them.
-#include "supervisor/serve/listen_fds.h"
+#include "supervisor/systemd/listen_fds.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -1,7 +1,7 @@
 // Notifier (sd_notify) against a NotifyListener standing in for systemd: the
 // datagrams of each call, the no-op without NOTIFY_SOCKET, the watchdog
 // interval from WATCHDOG_USEC/WATCHDOG_PID, and a failed send logged once.
-#include "supervisor/serve/notifier.h"
+#include "supervisor/systemd/notifier.h"
 
 #include <time.h>
 #include <unistd.h>

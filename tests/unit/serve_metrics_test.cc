@@ -1,6 +1,6 @@
-// Prometheus text from ServeMetrics (supervisor/serve/serve_metrics.cc): HELP/TYPE
+// Prometheus text from ServeMetrics (supervisor/triton/serve_metrics.cc): HELP/TYPE
 // once per family, cumulative buckets, escaped labels, every snapshot part.
-#include "supervisor/serve/serve_metrics.h"
+#include "supervisor/triton/serve_metrics.h"
 
 #include <unistd.h>
 

@@ -9,9 +9,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "supervisor/serve/model_statistics.h"
-#include "supervisor/serve/triton_json.h"
-#include "supervisor/serve/triton_service.h"
+#include "supervisor/triton/model_statistics.h"
+#include "supervisor/triton/triton_json.h"
+#include "supervisor/triton/triton_service.h"
 
 namespace corepool::triton {
 namespace {

@@ -1,0 +1,35 @@
+// See allocator_child.h. mallctl is looked up at run time: jemalloc is
+// preloaded (engine.allocator), never linked.
+#include "worker/host/allocator_child.h"
+
+#include <dlfcn.h>
+
+#include <cstddef>
+
+namespace corepool {
+
+namespace {
+
+using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
+
+Mallctl jemalloc_mallctl() { return reinterpret_cast<Mallctl>(::dlsym(RTLD_DEFAULT, "mallctl")); }
+
+}  // namespace
+
+bool restart_allocator_background_thread() {
+  const Mallctl mallctl = jemalloc_mallctl();
+  if (!mallctl) return false;
+  bool configured = false;
+  size_t size = sizeof(configured);
+  if (mallctl("opt.background_thread", &configured, &size, nullptr, 0) != 0 || !configured) return false;
+  bool on = true;
+  return mallctl("background_thread", nullptr, nullptr, &on, sizeof(on)) == 0;
+}
+
+bool purge_allocator() {
+  const Mallctl mallctl = jemalloc_mallctl();
+  // "arena.<MALLCTL_ARENAS_ALL>.purge": every arena (jemalloc's header is not ours to include).
+  return mallctl && mallctl("arena.4096.purge", nullptr, nullptr, nullptr, 0) == 0;
+}
+
+}  // namespace corepool

@@ -1,0 +1,204 @@
+// Freeze + optimize_for_inference, checked against the module as loaded on a
+// fixed random batch before it replaces it. With `shared`, the whole of it runs
+// inside a WeightArena::Scope: the clone's weights, the folded constants and
+// oneDNN's prepacked blocks are all allocated in the arena, and the
+// temporaries' pages go back to the kernel as they are freed.
+#include "worker/optimize/optimize.h"
+
+#include <chrono>
+#include <optional>
+#include <stdexcept>
+
+#include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/passes/freeze_module.h>
+#include <torch/csrc/jit/passes/frozen_graph_optimizations.h>
+#include <spdlog/spdlog.h>
+
+#include "worker/optimize/linear_rewrite.h"
+#include "worker/model/torch_module.h"
+#include "worker/kernels/winograd_calibrate.h"
+#include "worker/kernels/winograd_conv.h"
+#include "worker/optimize/winograd_rewrite.h"
+
+namespace corepool {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// `items` items of the model's input, the same every run for one seed.
+torch::Tensor random_batch(const ModelConfig& config, int64_t items, uint64_t seed) {
+  std::vector<int64_t> shape = config.item_shape();
+  shape.insert(shape.begin(), items);
+  auto gen = at::detail::createCPUGenerator(seed);
+  return torch::randn(shape, gen);
+}
+
+// The check: two items. The Winograd chunk calibration: as many as a chunk can hold.
+torch::Tensor check_batch(const ModelConfig& config) { return random_batch(config, 2, 20261124); }
+torch::Tensor chunk_batch(const ModelConfig& config) {
+  return random_batch(config, WinogradConv::kMaxChunk, 20261126);
+}
+
+// bf16: every 4-d weight channels-last (NHWC). LibTorch 1.13's prepacking
+// (optimize_for_inference) is fp32-only, so bf16 convolutions run as
+// aten::conv2d, which follows its weight's memory format: oneDNN's AMX and
+// AVX512_BF16 kernels work on NHWC, and an NCHW weight makes every call reorder
+// its activations in and out. CNN10 on a Xeon with AMX, 2 workers: 2.97x ->
+// 4.73x `plain` (bench/RESULTS.md).
+void weights_channels_last(torch::jit::Module& module) {
+  torch::NoGradGuard no_grad;
+  auto channels_last = [](torch::Tensor t) {
+    if (t.dim() == 4) t.set_data(t.contiguous(at::MemoryFormat::ChannelsLast));
+  };
+  for (const torch::Tensor& p : module.parameters()) channels_last(p);
+  for (const torch::Tensor& b : module.buffers()) channels_last(b);
+}
+
+torch::Tensor run(torch::jit::Module& module, const torch::Tensor& input) {
+  c10::InferenceMode guard;
+  return module.forward({input}).toTensor().to(torch::kFloat32);
+}
+
+// The optimized module, or throws (c10::Error, std::exception) with the reason.
+// With `own_layers`, corepool's layers replace LibTorch's where they
+// can: `rewrite` gets how many convolutions run as Winograd
+// (winograd_rewrite.h), `linear_layers` how many linear layers run on
+// prepacked weights (linear_rewrite.h).
+torch::jit::Module optimized_module(const torch::jit::Module& loaded, bool bf16, bool own_layers,
+                                    WinogradRewrite& rewrite, int& linear_layers) {
+  torch::jit::Module copy = loaded.clone();  // deep: the loaded module stays as it is
+  if (bf16) {
+    copy.to(at::kBFloat16);
+    weights_channels_last(copy);
+  }
+  torch::jit::Module frozen = torch::jit::freeze(copy);
+  rewrite = own_layers ? rewrite_winograd(frozen) : WinogradRewrite{};
+  linear_layers = own_layers ? rewrite_linear(frozen) : 0;
+  return torch::jit::optimize_for_inference(frozen);
+}
+
+// Arena room for the clone, the frozen copy, folded and prepacked weights and
+// the check's activations; address space only, so generous costs nothing.
+size_t arena_capacity(const LoadedModel& model) { return 6 * model.weight_bytes + (512u << 20); }
+
+}  // namespace
+
+double optimize_tolerance(const std::string& mode) { return mode == "bf16" ? 0.05 : 1e-5; }
+
+namespace {
+
+// The Winograd layers' chunk sizes: `given` when it has one per layer, else
+// measured (calibrate_winograd_chunks).
+std::vector<int64_t> winograd_chunks_of(torch::jit::Module& optimized, const LoadedModel& model,
+                                        const std::vector<int64_t>& given) {
+  const auto layers = winograd_layers_of(optimized);
+  if (!given.empty() && given.size() == layers.size()) {
+    for (size_t i = 0; i < layers.size(); ++i) layers[i]->set_chunk(given[i]);
+    return given;
+  }
+  if (!given.empty()) {
+    spdlog::warn("{}: {} Winograd chunk sizes given for {} layers; measuring them instead", model.dir, given.size(),
+                 layers.size());
+  }
+  return calibrate_winograd_chunks(optimized, layers, chunk_batch(model.config));
+}
+
+// One attempt: the optimized module, checked against the module as loaded on
+// the check batch; throws with the reason it cannot be used. Records the
+// check's difference and the counts of corepool's own layers in `out`.
+torch::jit::Module checked_module(const LoadedModel& model, const std::string& mode, bool own_layers,
+                                  WeightArena* arena, const std::vector<int64_t>& chunks, OptimizeOutcome& out) {
+  TorchModule& torch = torch_of(model);
+  const bool bf16 = mode == "bf16";
+  torch::jit::Module optimized;
+  {
+    std::optional<WeightArena::Scope> scope;
+    if (arena) scope.emplace(*arena);
+    WinogradRewrite rewrite;
+    optimized = optimized_module(torch.module, bf16, own_layers, rewrite, out.linear_layers);
+    out.winograd_layers = rewrite.winograd;
+    out.direct_blocked_layers = rewrite.direct;
+    out.own_winograd_layers = rewrite.own;
+    out.own_pooled_layers = rewrite.own_pooled;
+    const torch::Tensor input = check_batch(model.config);
+    const torch::Tensor want = run(torch.module, input);
+    // The first forward also makes whatever the module caches lazily (oneDNN's
+    // prepacked and Winograd-transformed weights): in the arena too.
+    const torch::Tensor got = run(optimized, bf16 ? input.to(at::kBFloat16) : input);
+    if (got.sizes() != want.sizes()) throw std::runtime_error("the optimized module's output has another shape");
+    out.max_difference = (got - want).abs().max().item<double>();
+  }
+  if (!(out.max_difference <= optimize_tolerance(mode))) {
+    throw std::runtime_error("its scores differ from the module as loaded by " + std::to_string(out.max_difference) +
+                             " (tolerance " + std::to_string(optimize_tolerance(mode)) + ")");
+  }
+  // Outside the arena scope: the calibration's activations are transient, and
+  // every weight layout it uses was transformed by the check above.
+  if (out.winograd_layers > 0) out.winograd_chunks = winograd_chunks_of(optimized, model, chunks);
+  return optimized;
+}
+
+std::string reason_of(const std::exception& e) {
+  if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) return c10->what_without_backtrace();
+  return e.what();
+}
+
+// The mode's module; "onednn" first tries corepool's own layers (Winograd,
+// prepacked linear), then LibTorch's alone (then `winograd_fallback` says why,
+// and applied is onednn-direct).
+torch::jit::Module mode_module(const LoadedModel& model, const std::string& mode, WeightArena* arena,
+                               const std::vector<int64_t>& chunks, OptimizeOutcome& out) {
+  if (mode != "onednn") return checked_module(model, mode, false, arena, chunks, out);
+  try {
+    return checked_module(model, mode, true, arena, chunks, out);
+  } catch (const std::exception& e) {
+    out.winograd_fallback = reason_of(e);
+    out.clear_own_layers();
+    out.applied = "onednn-direct";
+    return checked_module(model, "onednn-direct", false, arena, chunks, out);
+  }
+}
+
+}  // namespace
+
+OptimizeOutcome optimize_model(const LoadedModel& model, const std::string& mode, bool shared,
+                               const std::vector<int64_t>& winograd_chunks) {
+  TorchModule& torch = torch_of(model);
+  OptimizeOutcome out;
+  out.requested = mode;
+  out.applied = torch.optimized;
+  if (mode == "none" || torch.optimized != "none") return out;
+  if (mode != "onednn" && mode != "onednn-direct" && mode != "bf16") {
+    throw std::invalid_argument("engine.optimize: unknown mode " + mode);
+  }
+  const auto started = Clock::now();
+  std::shared_ptr<WeightArena> arena = shared ? WeightArena::create(arena_capacity(model)) : nullptr;
+  try {
+    out.applied = mode;
+    torch::jit::Module optimized = mode_module(model, mode, arena.get(), winograd_chunks, out);
+    if (arena) {
+      if (arena->overflow_bytes() > 0) {
+        throw std::runtime_error(std::to_string(arena->overflow_bytes()) + " bytes did not fit the weight arena");
+      }
+      if (const int rc = arena->seal(); rc != 0) throw std::runtime_error("cannot seal the weight arena");
+      out.shared_bytes = arena->live_bytes();
+      out.huge_pages = arena->huge_pages();
+    }
+    // The arena first: the old module's tensors are on the heap, the new one's in the arena.
+    torch.arena = arena;
+    torch.module = optimized;
+    torch.optimized = out.applied;
+    torch.input_dtype = mode == "bf16" ? at::kBFloat16 : at::kFloat;
+  } catch (const std::exception& e) {
+    out.applied = "none";
+    out.clear_own_layers();
+    out.fallback = reason_of(e);
+  }
+  // After a fallback the arena is kept too (unsealed, unused): something the
+  // failed attempt cached may still point into it.
+  if (!out.fallback.empty() && arena) torch.arena = arena;
+  out.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  return out;
+}
+
+}  // namespace corepool
