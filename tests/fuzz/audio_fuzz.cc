@@ -1,6 +1,7 @@
 // libFuzzer target: bytes as an uploaded audio file (a /v1/audio:tag request
 // body) through validate_audio_bytes and AudioStream's in-memory decoding
-// (libsndfile virtual I/O, downmix, resampling to 16 kHz). Bad audio must end
+// (FFmpeg's demuxers and decoders over an AVIOContext on the buffer, downmix,
+// resampling to 16 kHz). Bad audio must end
 // in an AudioError, never a crash, a read outside the buffer, a leak or UB;
 // decoded samples must be finite.
 #include <cmath>

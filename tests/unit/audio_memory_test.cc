@@ -184,23 +184,11 @@ TEST_P(AudioMemoryFormatTest, BufferGivesTheSameInfoAndSamplesAsTheFileOnDisk) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AudioMemory, AudioMemoryFormatTest,
-                         ::testing::Values(FormatCase{"wav", "16 bit PCM"},
-                                           FormatCase{"wavf", "32 bit float"},
+                         ::testing::Values(FormatCase{"wav", "PCM signed 16-bit"},
+                                           FormatCase{"wavf", "PCM 32-bit floating point"},
                                            FormatCase{"flac", "FLAC"},
                                            FormatCase{"ogg", "Vorbis"}),
                          [](const auto& info) { return std::string(info.param.format); });
-
-// The formats a client may send, as Debian's libsndfile builds them.
-TEST_F(AudioMemoryTest, LibsndfileHereHandlesFlacVorbisAndOpus) {
-  SF_INFO sfi{};
-  sfi.samplerate = 48000;
-  sfi.channels = 1;
-  for (int format : {SF_FORMAT_FLAC | SF_FORMAT_PCM_16, SF_FORMAT_OGG | SF_FORMAT_VORBIS,
-                     SF_FORMAT_OGG | SF_FORMAT_OPUS}) {
-    sfi.format = format;
-    EXPECT_TRUE(sf_format_check(&sfi)) << std::hex << format;
-  }
-}
 
 // Opus is written here directly: synth has no Opus writer.
 TEST_F(AudioMemoryTest, OpusBufferGivesTheSameSamplesAsTheFileOnDisk) {
@@ -242,10 +230,10 @@ TEST_F(AudioMemoryTest, RandomBytesAreNotAudio) {
   expect_error(decode_bytes(bytes), AudioErrorKind::kNotAudio, "not an audio file (");
 }
 
-TEST_F(AudioMemoryTest, TextIsNotAudioAndQuotesLibsndfile) {
+TEST_F(AudioMemoryTest, TextIsNotAudioAndSaysNoFormatWasRecognised) {
   const std::string text = "{\"audio\": \"base64 would go here\"}\n";
   const Outcome o = decode_bytes(text);
-  expect_error(o, AudioErrorKind::kNotAudio, "not an audio file (Format not recognised");
+  expect_error(o, AudioErrorKind::kNotAudio, "not an audio file (format not recognised");
   EXPECT_EQ(validate_bytes(text).message, o.message);
 }
 
@@ -277,7 +265,7 @@ TEST_P(AudioMemoryDamagedTest, FailsWithItsKindAndReasonAsOnDisk) {
 INSTANTIATE_TEST_SUITE_P(
     AudioMemory, AudioMemoryDamagedTest,
     ::testing::Values(
-        DamagedCase{"not_audio.wav", AudioErrorKind::kNotAudio, "not an audio file (Format"},
+        DamagedCase{"not_audio.wav", AudioErrorKind::kNotAudio, "not an audio file (format not recognised)"},
         DamagedCase{"empty.wav", AudioErrorKind::kInvalid, "no audio frames (empty)"},
         DamagedCase{"zero_rate.wav", AudioErrorKind::kInvalid, "sample rate is 0 Hz"},
         DamagedCase{"many_channels.wav", AudioErrorKind::kInvalid,
