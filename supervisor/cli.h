@@ -33,6 +33,7 @@ struct Cli {
   bool force = false;
   bool no_progress = false;
   std::string format = "jsonl";
+  int audio_stream = 0;  // batch --audio-stream
   std::vector<std::string> paths;
   std::string shard;
   std::string manifest;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "audio/audio_stream.h"
+#include "audio/event_json.h"
 #include "tests/support/scratch_dir_test.h"
 
 namespace corepool {
@@ -311,6 +312,13 @@ TEST_F(AudioFfmpegTest, HalfHourFlacStreamsInBoundedMemory) {
   const long growth_kb = status_kb("VmHWM") - rss_before;
   EXPECT_EQ(samples, int64_t(1800) * kRate);
   EXPECT_LT(growth_kb, 20 * 1024) << "decoding grew memory by " << growth_kb << " kB";
+}
+
+// What batch puts in a file's summary and prints, for the stretches above.
+TEST(SkippedReportTest, SummaryGivesTheTotalAndEachStartAndTheLineGivesEachStretch) {
+  const std::vector<SkippedStretch> skipped = {{29.9904, 0.2874}, {41.2, 2.043}};
+  EXPECT_EQ(skipped_json(skipped), nlohmann::json::parse(R"({"seconds": 2.33, "at": [29.99, 41.2]})"));
+  EXPECT_EQ(skipped_text(skipped), "undecodable, read as silence: 0.29 s at t = 29.99 s, 2.04 s at t = 41.20 s");
 }
 
 }  // namespace
