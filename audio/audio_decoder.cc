@@ -64,16 +64,16 @@ AudioDecoder::AudioDecoder(std::unique_ptr<MediaInput> input, std::string name, 
     : name_(std::move(name)), in_memory_(in_memory), input_(std::move(input)) {
   select_stream(audio_index);
   open_codec();
-  packet_ = av_packet_alloc();
-  frame_ = av_frame_alloc();
+  packet_holder_.reset(packet_ = av_packet_alloc());
+  frame_holder_.reset(frame_ = av_frame_alloc());
   if (!packet_ || !frame_) throw AudioError(name_, "out of memory opening the decoder");
 }
 
-AudioDecoder::~AudioDecoder() {
-  av_frame_free(&frame_);
-  av_packet_free(&packet_);
-  avcodec_free_context(&codec_);
-}
+AudioDecoder::~AudioDecoder() = default;
+
+void AudioDecoder::FreeCodec::operator()(AVCodecContext* c) const { avcodec_free_context(&c); }
+void AudioDecoder::FreePacket::operator()(AVPacket* p) const { av_packet_free(&p); }
+void AudioDecoder::FreeFrame::operator()(AVFrame* f) const { av_frame_free(&f); }
 
 // The other streams are discarded in the demuxer: a video track's packets are
 // skipped over, never read into memory.
@@ -113,7 +113,7 @@ void AudioDecoder::open_codec() {
   if (!codec) {
     throw AudioError(name_, std::string("no decoder for the audio codec '") + avcodec_get_name(par->codec_id) + "'");
   }
-  codec_ = avcodec_alloc_context3(codec);
+  codec_holder_.reset(codec_ = avcodec_alloc_context3(codec));
   if (!codec_ || avcodec_parameters_to_context(codec_, par) < 0) {
     throw AudioError(name_, "cannot set up the decoder");
   }

@@ -70,9 +70,18 @@ class AudioDecoder {
 
   std::string name_;
   bool in_memory_;
+  // Each FFmpeg object frees itself: the constructor throws halfway through
+  // (a codec that will not open), when no destructor runs.
+  struct FreeCodec { void operator()(AVCodecContext* c) const; };
+  struct FreePacket { void operator()(AVPacket* p) const; };
+  struct FreeFrame { void operator()(AVFrame* f) const; };
+
   std::unique_ptr<MediaInput> input_;
-  AVStream* stream_ = nullptr;
-  AVCodecContext* codec_ = nullptr;
+  AVStream* stream_ = nullptr;  // owned by input_
+  std::unique_ptr<AVCodecContext, FreeCodec> codec_holder_;
+  std::unique_ptr<AVPacket, FreePacket> packet_holder_;
+  std::unique_ptr<AVFrame, FreeFrame> frame_holder_;
+  AVCodecContext* codec_ = nullptr;  // the holders' pointers, for brevity
   AVPacket* packet_ = nullptr;
   AVFrame* frame_ = nullptr;
   int channels_ = 0;

@@ -23,6 +23,7 @@
 
 #include "audio/audio_stream.h"
 #include "audio/event_json.h"
+#include "tests/support/sanitized.h"
 #include "tests/support/scratch_dir_test.h"
 
 namespace corepool {
@@ -311,7 +312,12 @@ TEST_F(AudioFfmpegTest, HalfHourFlacStreamsInBoundedMemory) {
   }
   const long growth_kb = status_kb("VmHWM") - rss_before;
   EXPECT_EQ(samples, int64_t(1800) * kRate);
-  EXPECT_LT(growth_kb, 20 * 1024) << "decoding grew memory by " << growth_kb << " kB";
+  // ASan keeps freed blocks in quarantine (up to 256 MB) and FFmpeg allocates
+  // a packet at a time, so under ASan RSS measures the sanitizer: the plain
+  // build checks the bound (all pass under ASan with quarantine_size_mb=0).
+  if (!corepool::testing::kSanitized) {
+    EXPECT_LT(growth_kb, 20 * 1024) << "decoding grew memory by " << growth_kb << " kB";
+  }
 }
 
 // What batch puts in a file's summary and prints, for the stretches above.

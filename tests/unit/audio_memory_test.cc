@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/sanitized.h"
 #include "tests/support/scratch_dir_test.h"
 #include "tools/audio_synth.h"
 #include "audio/audio_stream.h"
@@ -474,7 +475,12 @@ TEST_F(AudioMemoryTest, LongBufferStreamsInBoundedMemory) {
   }
   const long growth_kb = status_kb("VmHWM") - rss_before;
   EXPECT_EQ(samples, int64_t(8000) * 1800);
-  EXPECT_LT(growth_kb, 20 * 1024) << "streaming grew memory by " << growth_kb << " kB";
+  // ASan keeps freed blocks in quarantine (up to 256 MB) and FFmpeg allocates
+  // a packet at a time, so under ASan RSS measures the sanitizer: the plain
+  // build checks the bound (all pass under ASan with quarantine_size_mb=0).
+  if (!corepool::testing::kSanitized) {
+    EXPECT_LT(growth_kb, 20 * 1024) << "streaming grew memory by " << growth_kb << " kB";
+  }
 }
 
 }  // namespace
