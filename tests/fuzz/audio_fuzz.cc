@@ -42,7 +42,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const corepool::AudioInfo info = corepool::validate_audio_bytes("request body", *bytes);
     if (info.sample_rate < corepool::kMinSampleRate || info.sample_rate > corepool::kMaxSampleRate ||
-        info.channels < 1 || info.channels > corepool::kMaxChannels || info.frames < 1) {
+        info.channels < 1 || info.channels > corepool::kMaxChannels || info.frames < 0 ||
+        (info.frames_exact && info.frames < 1)) {  // 0 frames: a length the container does not state
       corepool::fuzz::fail("validate_audio_bytes accepted a header outside its limits");
     }
   } catch (const corepool::AudioError&) {
