@@ -133,8 +133,8 @@ void resolve_plans(const BenchOptions& o, std::vector<SweepPoint>& grid) {
     const bool batch_measured = p.max_batch < 0 && o.max_batch == 0;
     if (!batch_measured && optimize != "onednn") continue;  // nothing to measure once
     if (!plans.count(optimize)) {
-      plans[optimize] = json::parse(run_self({"--log-level", child_log_level(optimize), "bench", "--point", "plan", "--model",
-                                              o.model_dir, "--optimize", optimize, "--max-batch",
+      plans[optimize] = json::parse(run_self({"--log-level", child_log_level(optimize), "bench", "--point", "plan",
+                                              "--model", o.model_dir, "--optimize", optimize, "--max-batch",
                                               std::to_string(o.max_batch)}));
       std::printf("  measured once for every %s point: %s\n", optimize.c_str(),
                   plans[optimize]["plan"].get<std::string>().c_str());
@@ -155,12 +155,13 @@ ExitCode replot(const BenchOptions& o) {
 }  // namespace
 
 json run_point_child(const BenchOptions& o, const SweepPoint& p, const std::string& audio) {
+  const std::string optimize = p.optimize.empty() ? o.optimize : p.optimize;
   std::vector<std::string> args{
-      "--log-level", child_log_level(p.optimize.empty() ? o.optimize : p.optimize), "--allocator", p.allocator, "bench", "--point", p.kind, "--audio", audio,
+      "--log-level", child_log_level(optimize), "--allocator", p.allocator, "bench", "--point", p.kind, "--audio", audio,
       "--model", o.model_dir, "--workers", std::to_string(p.workers), "--intra-op-threads",
       std::to_string(p.intra_op), "--inter-op-threads", p.kind == "defaults" ? "0" : "1", "--max-batch",
       std::to_string(p.max_batch >= 0 ? p.max_batch : o.max_batch), "--optimize",
-      p.optimize.empty() ? o.optimize : p.optimize, o.pin ? "--pin" : "--no-pin"};
+      optimize, o.pin ? "--pin" : "--no-pin"};
   if (!p.winograd_chunks.empty()) {
     args.push_back("--winograd-chunks");
     args.push_back(p.winograd_chunks);

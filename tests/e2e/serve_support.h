@@ -66,7 +66,8 @@ class ServeProcess {
  public:
   // `args` go after "serve"; "--listen 127.0.0.1:0" is added unless args set
   // --listen, "--grpc-listen ''" (no gRPC) unless they set --grpc-listen, and
-  // "--model" the small default tagger unless they set --model. `prefix` goes before the command (e.g. systemd-socket-activate ...).
+  // "--model" the small default tagger unless they set --model. `prefix` goes
+  // before the command (e.g. systemd-socket-activate ...).
   // `wait`: return only once it serves (or died).
   ServeProcess(const TempDir& dir, std::vector<std::string> args, std::vector<std::string> env = {},
                std::vector<std::string> global = {}, std::vector<std::string> prefix = {}, bool wait = true)

@@ -282,8 +282,9 @@ TEST_P(TritonModeTest, BadRepositoryRequestsGetAClearErrorAndChangeNothing) {
 // request's time: CNN10's forward(), which outweighs the request's own
 // handling (the small tagger's does not).
 TEST_P(TritonModeTest, QueueTimeGrowsByTheTimeARequestWasHeldBack) {
+  const std::vector<std::string> cnn10 = {"--model", COREPOOL_CNN10_MODEL};
   auto server = start("workers = 1\nmax_batch = 1\nqueue_depth = 128\nhang_timeout_ms = 600000", "",
-                      process_mode() ? std::vector<std::string>{} : std::vector<std::string>{"--model", COREPOOL_CNN10_MODEL});
+                      process_mode() ? std::vector<std::string>{} : cnn10);
   HttpClient http(server->port());
   ASSERT_EQ(infer(http, 0).status, 200);
   auto queue_ns = [&] {
