@@ -85,7 +85,8 @@ void add_bench_command(CLI::App& app, Cli& cli) {
   auto* bench = app.add_subcommand("bench", "measure thread and process mode against the bare forward() ceiling");
   add_engine_flags(bench, cli);
   BenchOptions& o = cli.bench;
-  bench->add_flag("--quick", o.quick, "small sweep (about 1.5 minutes on 2 cpus): 2 repeats, 30 s of audio")
+  bench->add_flag("--quick", o.quick, "small sweep (about 1.5 minutes on 2 cpus): 2 repeats, 30 s of audio, "
+                  "no bf16 point where the CPU has no bf16 unit")
       ->each([&o](const std::string&) {
         o.repeats = 2;
         o.audio_seconds = 30;
@@ -129,7 +130,8 @@ void add_tune_command(CLI::App& app, Cli& cli) {
       ->delimiter(',')->check(CLI::Range(1, 1024));
   // tune searches engine.optimize too: its --optimize takes a list.
   tune->remove_option(tune->get_option("--optimize"));
-  tune->add_option("--optimize", o.optimizes, "engine.optimize values to try (default none,onednn,bf16)")
+  tune->add_option("--optimize", o.optimizes, "engine.optimize values to try (default none,onednn, and bf16 where "
+                   "the CPU has AVX512_BF16 or AMX-BF16)")
       ->delimiter(',')
       ->check(CLI::IsMember({"none", "onednn", "onednn-direct", "bf16"}));
   tune->add_option("--max-batches", o.max_batches, "max batch sizes to try (default 1,2,4,8,16)")
