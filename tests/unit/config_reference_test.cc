@@ -23,10 +23,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// CMake compiles sources by absolute path, so __FILE__ is absolute.
+// The source tree from this file's path, as config_test.cc finds it: absolute,
+// or (ccache's base_dir) relative to the build's tests/ directory, where ctest runs.
 const fs::path kSourceDir = fs::path(__FILE__).parent_path() / "../..";
 
 std::string read_file(const fs::path& path) {
+  EXPECT_TRUE(fs::exists(path)) << path << " not found (run from the build's tests/ directory, as ctest does)";
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
@@ -178,7 +180,8 @@ TEST(ConfigReferenceTest, FlagsSetTheirKeyAndAnEmptyAddressMeansNone) {
 
 TEST(ConfigReferenceTest, ShippedTomlSetsExactlyTheTablesKeys) {
   std::set<std::string> keys;
-  collect_keys(toml::parse_file((kSourceDir / "config/corepool.toml").string()), "", keys);
+  const toml::table shipped = toml::parse(read_file(kSourceDir / "config/corepool.toml"));
+  collect_keys(shipped, "", keys);
   EXPECT_EQ(keys, table_keys()) << "config/corepool.toml against config/config_keys.cc: " << difference(keys);
 }
 
