@@ -190,8 +190,25 @@ TEST(ConfigReferenceTest, DocsListExactlyTheTablesKeys) {
   EXPECT_EQ(keys, table_keys()) << "docs/configuration.md against config/config_keys.cc: " << difference(keys);
 }
 
+// The first line where `a` and `b` differ, numbered, with both versions.
+std::string first_difference(const std::string& a, const std::string& b) {
+  std::istringstream in_a(a), in_b(b);
+  std::string line_a, line_b;
+  for (int n = 1;; ++n) {
+    const bool more_a = static_cast<bool>(std::getline(in_a, line_a));
+    const bool more_b = static_cast<bool>(std::getline(in_b, line_b));
+    if (!more_a && !more_b) return "";
+    if (!more_a || !more_b || line_a != line_b) {
+      return "line " + std::to_string(n) + ":\n  file:      " + (more_a ? line_a : "(end)") +
+             "\n  generated: " + (more_b ? line_b : "(end)");
+    }
+  }
+}
+
 TEST(ConfigReferenceTest, DocsAreTheGeneratorsOutput) {
-  EXPECT_EQ(read_file(kSourceDir / "docs/configuration.md"), config_reference_markdown())
+  const std::string difference = first_difference(read_file(kSourceDir / "docs/configuration.md"),
+                                                  config_reference_markdown());
+  EXPECT_EQ(difference, "")
       << "docs/configuration.md is stale: build/tools/corepool-config-doc --markdown > docs/configuration.md";
 }
 
