@@ -103,7 +103,7 @@ model: deps configure
 # The Debian package, build/corepool_<version>_amd64.deb (cmake/package.cmake):
 # the build tree configured for PREFIX=/usr, only the installed programs built,
 # then CPack and lintian (errors fail; README lists the warnings kept).
-DEB_TARGETS = corepool corepool-gen-model corepool-gen-audio
+DEB_TARGETS = corepool corepool-gen-model corepool-gen-audio manpages
 
 deb: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(TYPE) -DCMAKE_INSTALL_PREFIX=/usr
