@@ -1,38 +1,14 @@
 // load_config(): the service/batch TOML file (documented in config/corepool.toml)
 // read over the defaults in config.h. Called once by supervisor/main.cc before CLI
-// overrides; all checking lives in TomlReader, this file only names keys and ranges.
+// overrides; all checking lives in TomlReader, the keys and their ranges in
+// config_keys.cc's table: this file only walks it.
 #include "config/config.h"
 
+#include "config/config_keys.h"
 #include "config/toml_reader.h"
 
 namespace corepool {
 namespace {
-
-// A path key left empty would silently mean "the current directory".
-std::string get_path(TomlReader& reader, const std::string& key, const std::string& fallback) {
-  std::string value = reader.get_string(key, fallback);
-  if (value.empty()) reader.fail(key, "must not be empty");
-  return value;
-}
-
-void read_engine(TomlReader& reader, Config& config) {
-  config.mode = reader.get_string("engine.mode", config.mode, {"thread", "process"});
-  config.workers = reader.get_int("engine.workers", config.workers, 0, 1024);
-  config.intra_op_threads =
-      reader.get_int("engine.intra_op_threads", config.intra_op_threads, 0, 1024);
-  config.inter_op_threads =
-      reader.get_int("engine.inter_op_threads", config.inter_op_threads, 0, 1024);
-  config.max_batch = reader.get_int("engine.max_batch", config.max_batch, 0, 1024);
-  config.optimize = reader.get_string("engine.optimize", config.optimize, {"none", "onednn", "onednn-direct", "bf16"});
-  config.queue_depth = reader.get_int("engine.queue_depth", config.queue_depth, 0, 1000000);
-  config.pin_threads = reader.get_bool("engine.pin_threads", config.pin_threads);
-  config.max_batch_delay_us =
-      reader.get_int("engine.max_batch_delay_us", config.max_batch_delay_us, 0, 1000000);
-  config.hang_timeout_ms = reader.get_int("engine.hang_timeout_ms", config.hang_timeout_ms, 100, 3600000);
-  config.max_requests = reader.get_int("engine.max_requests", config.max_requests, 0, 1000000000);
-  config.max_rss_mb = reader.get_int("engine.max_rss_mb", config.max_rss_mb, 0, 16777216);
-  config.allocator = reader.get_string("engine.allocator", config.allocator, {"jemalloc", "system"});
-}
 
 // "" when `text` is host:port (filling `out`), else why it is not.
 std::string host_port_problem(const std::string& text, HostPort& out) {
@@ -61,36 +37,35 @@ std::string host_port_problem(const std::string& text, HostPort& out) {
   return "";
 }
 
-void read_serve(TomlReader& reader, Config& config) {
-  config.listen = reader.get_string("serve.listen", config.listen);
-  HostPort unused;
-  if (!config.listen.empty()) {
-    if (std::string problem = host_port_problem(config.listen, unused); !problem.empty()) {
-      reader.fail("serve.listen", problem);
+// One row's value from the file over the one in `config`, with its checks.
+void read_key(TomlReader& reader, const ConfigKey& key, Config& config) {
+  switch (key.type) {
+    case KeyType::kInt:
+      config.*key.number = reader.get_int(key.name, config.*key.number, key.min, key.max);
+      return;
+    case KeyType::kBool:
+      config.*key.boolean = reader.get_bool(key.name, config.*key.boolean);
+      return;
+    case KeyType::kString:
+      config.*key.text = reader.get_string(key.name, config.*key.text, key.choices);
+      return;
+    case KeyType::kPath:  // left empty it would silently mean "the current directory"
+      config.*key.text = reader.get_string(key.name, config.*key.text);
+      if ((config.*key.text).empty()) reader.fail(key.name, "must not be empty");
+      return;
+    case KeyType::kHostPort: {
+      config.*key.text = reader.get_string(key.name, config.*key.text);
+      HostPort unused;
+      if ((config.*key.text).empty()) return;
+      if (std::string problem = host_port_problem(config.*key.text, unused); !problem.empty()) {
+        reader.fail(key.name, problem);
+      }
+      return;
     }
   }
-  config.unix_socket = reader.get_string("serve.unix_socket", config.unix_socket);
-  config.unix_socket_group = reader.get_string("serve.unix_socket_group", config.unix_socket_group);
-  config.max_body_mb = reader.get_int("serve.max_body_mb", config.max_body_mb, 1, 4096);
-  config.max_connections = reader.get_int("serve.max_connections", config.max_connections, 1, 1000000);
-  config.idle_timeout_s = reader.get_int("serve.idle_timeout_s", config.idle_timeout_s, 1, 86400);
-  config.header_timeout_s = reader.get_int("serve.header_timeout_s", config.header_timeout_s, 1, 3600);
-  config.body_timeout_s = reader.get_int("serve.body_timeout_s", config.body_timeout_s, 1, 3600);
-  config.drain_timeout_s = reader.get_int("serve.drain_timeout_s", config.drain_timeout_s, 0, 3600);
-  config.max_audio_requests = reader.get_int("serve.max_audio_requests", config.max_audio_requests, 1, 100000);
-  config.audio_threads = reader.get_int("serve.audio_threads", config.audio_threads, 1, 64);
-  config.retry_after_s = reader.get_int("serve.retry_after_s", config.retry_after_s, 1, 3600);
-  config.request_timeout_s = reader.get_int("serve.request_timeout_s", config.request_timeout_s, 0, 86400);
-  config.grpc_listen = reader.get_string("serve.grpc_listen", config.grpc_listen);
-  if (!config.grpc_listen.empty()) {
-    if (std::string problem = host_port_problem(config.grpc_listen, unused); !problem.empty()) {
-      reader.fail("serve.grpc_listen", problem);
-    }
-  }
-  config.grpc_max_message_mb = reader.get_int("serve.grpc_max_message_mb", config.grpc_max_message_mb, 1, 2047);
-  config.allow_client_shm = reader.get_bool("serve.allow_client_shm", config.allow_client_shm);
-  config.client_shm_group = reader.get_string("serve.client_shm_group", config.client_shm_group);
 }
+
+bool is_engine_key(const ConfigKey& key) { return key_section(key) == "engine"; }
 
 }  // namespace
 
@@ -116,29 +91,38 @@ void check_mode_keys(const Config& config) {
 void override_engine_keys(Config& config, const std::string& name, const std::string& toml_text) {
   TomlReader reader(name, toml_text);
   const Config before = config;
-  read_engine(reader, config);
+  for (const ConfigKey& key : config_keys()) {
+    if (is_engine_key(key)) read_key(reader, key, config);
+  }
   reader.check_no_unknown_keys();
-  const std::pair<const char*, bool> fixed[] = {
-      {"engine.mode", config.mode != before.mode},
-      {"engine.intra_op_threads", config.intra_op_threads != before.intra_op_threads},
-      {"engine.inter_op_threads", config.inter_op_threads != before.inter_op_threads},
-      {"engine.allocator", config.allocator != before.allocator}};
-  for (const auto& [key, changed] : fixed) {
-    if (changed) reader.fail(key, "cannot change on reload (it belongs to the process): restart the service");
+  // A client asking for a new value now is told it cannot have it, rather than warned.
+  for (const ConfigKey& key : config_keys()) {
+    if (is_engine_key(key) && key.reload != Reload::kYes && !same_value(key, config, before)) {
+      reader.fail(key.name, "cannot change on reload (it belongs to the process): restart the service");
+    }
   }
   check_mode_keys(config);
+}
+
+void set_from_flag(const ConfigKey& key, const std::string& text, Config& config) {
+  switch (key.type) {
+    case KeyType::kInt: config.*key.number = std::stoi(text); return;
+    case KeyType::kBool: config.*key.boolean = text == "true"; return;
+    case KeyType::kHostPort:
+      if (!text.empty()) parse_host_port(text, key.flag);  // throws ConfigError naming the flag
+      config.*key.text = text;
+      return;
+    case KeyType::kString:
+    case KeyType::kPath:
+      if (!text.empty()) config.*key.text = text;
+      return;
+  }
 }
 
 Config load_config(const std::string& path) {
   TomlReader reader(path);
   Config config;
-  config.model_dir = get_path(reader, "model.dir", config.model_dir);
-  read_engine(reader, config);
-  config.out_dir = get_path(reader, "batch.out_dir", config.out_dir);
-  config.force = reader.get_bool("batch.force", config.force);
-  read_serve(reader, config);
-  config.log_level = reader.get_string("log.level", config.log_level,
-                                       {"trace", "debug", "info", "warn", "error", "off"});
+  for (const ConfigKey& key : config_keys()) read_key(reader, key, config);
   reader.check_no_unknown_keys();
   return config;
 }

@@ -1,5 +1,6 @@
-// Service and batch settings: the one TOML file (config/corepool.toml documents
-// every key with its default), loaded with toml++ and overridden by CLI flags.
+// Service and batch settings: the one TOML file, loaded with toml++ and
+// overridden by CLI flags. Each member is a row of config/config_keys.cc's table
+// (its key, range, flag, reload and doc); its initializer here is the default.
 // Called by supervisor/main.cc at startup; a Config is a plain value, copy freely.
 #pragma once
 

@@ -19,7 +19,7 @@ PACKAGES=(
   espeak-ng alsa-utils
   slurmctld slurmd slurm-client munge python3-yaml
   clang libclang-rt-14-dev
-  dpkg-dev fakeroot lintian debootstrap systemd-container
+  dpkg-dev fakeroot lintian debootstrap systemd-container help2man
 )
 
 missing=()

@@ -1,10 +1,12 @@
 // One function per subcommand declares its flags, in the order --help lists
-// them; the flags shared by several subcommands (engine, inputs) are declared
-// once. Options write straight into the Cli the caller owns, which is why the
+// them; the flags of config keys come from config/config_keys.cc's table, the
+// inputs' are declared once. Options write straight into the Cli the caller owns, which is why the
 // few callbacks (`each`) capture it by reference: they run inside parse().
 #include "supervisor/cli.h"
 
 #include <CLI/CLI.hpp>
+
+#include "config/config_keys.h"
 
 namespace corepool {
 namespace {
@@ -15,30 +17,28 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
+// The flags of the config keys whose row names a command in `on`
+// (config/config_keys.cc), in the table's order, with its help, range and
+// choices. Each writes the text given into cli.config_flags, for commands.cc.
+void add_config_flags(CLI::App* cmd, Cli& cli, unsigned on) {
+  for (const ConfigKey& key : config_keys()) {
+    if ((key.flag_on & on) == 0) continue;
+    auto keep = [&cli, name = std::string(key.name)](const std::string& text) { cli.config_flags[name] = text; };
+    if (key.type == KeyType::kBool) {
+      cmd->add_flag_callback(key.flag, [keep] { keep("true"); }, key.flag_help);
+    } else if (key.type == KeyType::kInt) {
+      cmd->add_option_function<int>(key.flag, [keep](const int& n) { keep(std::to_string(n)); }, key.flag_help)
+          ->check(CLI::Range(key.min, key.max));
+    } else {
+      CLI::Option* option = cmd->add_option_function<std::string>(key.flag, keep, key.flag_help);
+      if (!key.choices.empty()) option->check(CLI::IsMember(key.choices));
+    }
+  }
+}
+
 void add_global_flags(CLI::App& app, Cli& cli) {
   app.add_option("--config", cli.config_path, "TOML config file (see config/corepool.toml)");
-  app.add_option("--log-level", cli.log_level, "trace|debug|info|warn|error|off")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
-  app.add_option("--allocator", cli.allocator, "jemalloc | system (glibc); default engine.allocator")
-      ->check(CLI::IsMember({"jemalloc", "system"}));
-}
-
-void add_engine_flags(CLI::App* cmd, Cli& cli) {
-  cmd->add_option("--model", cli.model_dir, "model directory (model.pt + model.toml)");
-  cmd->add_option("--workers", cli.workers, "engine threads / workers; 0 = usable cpus")
-      ->check(CLI::Range(0, 1024));
-  cmd->add_option("--max-batch", cli.max_batch, "segments per forward(); 0 = measured at start (default)")
-      ->check(CLI::Range(0, 1024));
-  cmd->add_option("--optimize", cli.optimize, "none | onednn (default) | onednn-direct | bf16: how the model is optimized at load")
-      ->check(CLI::IsMember({"none", "onednn", "onednn-direct", "bf16"}));
-  cmd->add_option("--intra-op-threads", cli.intra, "LibTorch intra-op threads (1 = pool off, 0 = LibTorch default)")
-      ->check(CLI::Range(0, 1024));
-  cmd->add_option("--inter-op-threads", cli.inter, "LibTorch inter-op threads (0 = LibTorch default)")
-      ->check(CLI::Range(0, 1024));
-}
-
-void add_mode_flag(CLI::App* cmd, Cli& cli, const std::string& help) {
-  cmd->add_option("--mode", cli.mode, help)->check(CLI::IsMember({"thread", "process"}));
+  add_config_flags(&app, cli, kFlagGlobal);
 }
 
 // The inputs of batch and merge: paths and/or a manifest; at least one.
@@ -51,10 +51,7 @@ void add_input_flags(CLI::App* cmd, Cli& cli) {
 
 void add_batch_command(CLI::App& app, Cli& cli) {
   auto* batch = app.add_subcommand("batch", "tag audio files: one JSON Lines result per input");
-  add_engine_flags(batch, cli);
-  batch->add_option("--out", cli.out_dir, "output directory, or - for stdout");
-  add_mode_flag(batch, cli, "thread | process");
-  batch->add_flag("--force", cli.force, "redo inputs whose result is already complete");
+  add_config_flags(batch, cli, kFlagBatch);
   batch->add_flag("--no-progress", cli.no_progress, "never draw the progress bar");
   batch->add_option("--format", cli.format, "with --out -: jsonl (default) or timeline (one readable line per event)")
       ->check(CLI::IsMember({"jsonl", "timeline"}));
@@ -67,27 +64,22 @@ void add_batch_command(CLI::App& app, Cli& cli) {
 
 void add_merge_command(CLI::App& app, Cli& cli) {
   auto* merge = app.add_subcommand("merge", "one summary over a sharded batch's results; names missing inputs");
-  merge->add_option("--out", cli.out_dir, "the shards' output directory");
+  add_config_flags(merge, cli, kFlagMerge);
+  merge->get_option("--out")->description("the shards' output directory");
   add_input_flags(merge, cli);
 }
 
 void add_serve_command(CLI::App& app, Cli& cli) {
   auto* serve = app.add_subcommand("serve", "HTTP service: KServe v2 infer, /v1/audio:tag, health, /metrics");
-  add_engine_flags(serve, cli);
-  add_mode_flag(serve, cli, "thread | process");
-  serve->add_option("--listen", cli.listen, "TCP host:port ([v6]:port), \"\" for none; default serve.listen")
-      ->each([&cli](const std::string&) { cli.listen_set = true; });
-  serve->add_option("--unix", cli.unix_socket, "also listen on this Unix socket path (mode 0660)");
-  serve->add_option("--grpc-listen", cli.grpc_listen,
-                    "gRPC (KServe v2 / Triton) host:port, port 0 for any free one, \"\" for none; default serve.grpc_listen")
-      ->each([&cli](const std::string&) { cli.grpc_listen_set = true; });
+  add_config_flags(serve, cli, kFlagServe);
 }
 
 void add_bench_command(CLI::App& app, Cli& cli) {
   auto* bench = app.add_subcommand("bench", "measure thread and process mode against the bare forward() ceiling");
-  add_engine_flags(bench, cli);
+  add_config_flags(bench, cli, kFlagBench);
   BenchOptions& o = cli.bench;
-  bench->add_flag("--quick", o.quick, "small sweep (about 1.5 minutes on 2 cpus): 2 repeats, 30 s of audio")
+  bench->add_flag("--quick", o.quick, "small sweep (about 1.5 minutes on 2 cpus): 2 repeats, 30 s of audio, "
+                  "no bf16 point where the CPU has no bf16 unit")
       ->each([&o](const std::string&) {
         o.repeats = 2;
         o.audio_seconds = 30;
@@ -120,8 +112,8 @@ void add_bench_command(CLI::App& app, Cli& cli) {
 
 void add_tune_command(CLI::App& app, Cli& cli) {
   auto* tune = app.add_subcommand("tune", "search workers x intra-op x max batch; print the best [engine] settings");
-  add_engine_flags(tune, cli);
-  add_mode_flag(tune, cli, "thread | process (default engine.mode)");
+  add_config_flags(tune, cli, kFlagTune);
+  tune->get_option("--mode")->description("thread | process (default engine.mode)");
   TuneOptions& o = cli.tune;
   tune->add_option("--p99-ms", o.p99_ms, "best throughput whose p99 segment latency stays under this")
       ->check(CLI::PositiveNumber);
@@ -129,9 +121,9 @@ void add_tune_command(CLI::App& app, Cli& cli) {
       ->delimiter(',')->check(CLI::Range(1, 1024));
   tune->add_option("--intra-ops", o.intra_ops, "intra-op threads to try (default 1,2,cpus)")
       ->delimiter(',')->check(CLI::Range(1, 1024));
-  // tune searches engine.optimize too: its --optimize takes a list.
-  tune->remove_option(tune->get_option("--optimize"));
-  tune->add_option("--optimize", o.optimizes, "engine.optimize values to try (default none,onednn,bf16)")
+  // tune searches engine.optimize too: its --optimize (not the key's flag) takes a list.
+  tune->add_option("--optimize", o.optimizes, "engine.optimize values to try (default none,onednn, and bf16 where "
+                   "the CPU has AVX512_BF16 or AMX-BF16)")
       ->delimiter(',')
       ->check(CLI::IsMember({"none", "onednn", "onednn-direct", "bf16"}));
   tune->add_option("--max-batches", o.max_batches, "max batch sizes to try (default 1,2,4,8,16)")
@@ -144,8 +136,7 @@ void add_tune_command(CLI::App& app, Cli& cli) {
 
 void add_doctor_command(CLI::App& app, Cli& cli) {
   auto* doctor = app.add_subcommand("doctor", "the performance checklist: OK/WARN/FAIL per check, exit 0/1/2");
-  add_engine_flags(doctor, cli);
-  add_mode_flag(doctor, cli, "thread | process");
+  add_config_flags(doctor, cli, kFlagDoctor);
 }
 
 Command command_of(const CLI::App& app) {

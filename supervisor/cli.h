@@ -4,6 +4,7 @@
 // texts are a contract: the CLI tests and deploy/k8s's check read --help.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,22 +16,14 @@ namespace corepool {
 
 enum class Command { kBatch, kMerge, kServe, kBench, kTune, kDoctor, kVersion };
 
-// What the command line says. Empty strings and negative numbers mean "not
-// given": the config file (or its default) decides (commands.cc).
+// What the command line says. A config key's flag absent from config_flags
+// was not given: the config file (or its default) decides (commands.cc).
 struct Cli {
   Command command = Command::kVersion;
   std::string config_path;
-  std::string log_level;
-  std::string model_dir;
-  std::string mode;
-  std::string allocator;
-  int workers = -1;
-  int max_batch = -1;  // -1: not given (0 is "measured")
-  std::string optimize;
-  int intra = -1;
-  int inter = -1;
-  std::string out_dir;
-  bool force = false;
+  // The flags of config keys (config/config_keys.cc), by key name
+  // ("engine.workers" -> "4"), as given; absent = not given.
+  std::map<std::string, std::string> config_flags;
   bool no_progress = false;
   std::string format = "jsonl";
   int audio_stream = 0;  // batch --audio-stream
@@ -38,11 +31,6 @@ struct Cli {
   std::string shard;
   std::string manifest;
   std::string root;
-  std::string listen;
-  std::string unix_socket;
-  bool listen_set = false;  // --listen given, even as "" (no TCP listener)
-  std::string grpc_listen;
-  bool grpc_listen_set = false;  // --grpc-listen given, even as "" (no gRPC)
   BenchOptions bench;       // --pin lands in bench.pin
   TuneOptions tune;
 };

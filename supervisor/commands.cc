@@ -11,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "config/config_keys.h"
 #include "supervisor/batch/batch.h"
 #include "supervisor/batch/manifest.h"
 #include "supervisor/batch/merge.h"
@@ -33,25 +34,9 @@ std::string resolve_model_dir(const std::string& dir) {
 // Throws ConfigError. Also what serve re-runs on SIGHUP, with the same flags.
 Config effective_config(const Cli& cli) {
   Config cfg = cli.config_path.empty() ? Config{} : load_config(cli.config_path);
-  if (!cli.log_level.empty()) cfg.log_level = cli.log_level;
-  if (!cli.model_dir.empty()) cfg.model_dir = cli.model_dir;
-  if (!cli.mode.empty()) cfg.mode = cli.mode;
-  if (!cli.allocator.empty()) cfg.allocator = cli.allocator;
-  if (cli.workers >= 0) cfg.workers = cli.workers;
-  if (cli.max_batch >= 0) cfg.max_batch = cli.max_batch;
-  if (!cli.optimize.empty()) cfg.optimize = cli.optimize;
-  if (cli.intra >= 0) cfg.intra_op_threads = cli.intra;
-  if (cli.inter >= 0) cfg.inter_op_threads = cli.inter;
-  if (!cli.out_dir.empty()) cfg.out_dir = cli.out_dir;
-  if (cli.force) cfg.force = true;
-  if (cli.listen_set) {
-    if (!cli.listen.empty()) parse_host_port(cli.listen, "--listen");  // throws ConfigError
-    cfg.listen = cli.listen;
-  }
-  if (!cli.unix_socket.empty()) cfg.unix_socket = cli.unix_socket;
-  if (cli.grpc_listen_set) {
-    if (!cli.grpc_listen.empty()) parse_host_port(cli.grpc_listen, "--grpc-listen");  // throws ConfigError
-    cfg.grpc_listen = cli.grpc_listen;
+  for (const ConfigKey& key : config_keys()) {  // the table's order: the first bad address is reported
+    const auto flag = cli.config_flags.find(key.name);
+    if (flag != cli.config_flags.end()) set_from_flag(key, flag->second, cfg);  // throws ConfigError
   }
   cfg.model_dir = resolve_model_dir(cfg.model_dir);
   return cfg;

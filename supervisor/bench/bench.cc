@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "supervisor/bench/bench_report.h"
+#include "supervisor/bench/core_peak.h"
 #include "tools/audio_synth.h"
 #include "worker/host/cpus.h"
 #include "worker/model/model.h"
@@ -44,6 +45,12 @@ std::vector<int> default_intra_ops(int usable, bool quick) {
 // What a kind runs besides the configured engine: `plain` is the engine before
 // issue 15 (no optimization, 4 segments per forward), `bf16` the bf16 path at
 // the configured batch; every other kind the configured optimize and batch.
+// A child's log level. Where bf16 is emulated the sweep says so once
+// (bench_types.h); each bf16 child would say it again, twice (plan, pipeline).
+std::string child_log_level(const std::string& optimize) {
+  return optimize == "bf16" && native_bf16_isa().empty() ? "error" : "warn";
+}
+
 SweepPoint kind_point(const std::string& kind, int n, int intra, const std::string& alloc) {
   SweepPoint p;
   p.kind = kind;
@@ -63,8 +70,9 @@ SweepPoint kind_point(const std::string& kind, int n, int intra, const std::stri
 // keeps what its plots draw: intra-op settings in one process (thread mode and
 // its ceiling, the field's figure), processes at intra-op 1, and the
 // allocators compared at the point the memory plot shows.
-std::vector<SweepPoint> sweep_grid(const BenchOptions& o, int usable) {
-  const auto kinds = o.modes.empty() ? kBenchKinds : o.modes;
+std::vector<SweepPoint> sweep_grid(const BenchOptions& o, int usable, const std::string& bf16_isa) {
+  auto kinds = o.modes.empty() ? kBenchKinds : o.modes;
+  if (quick_bench_skips_bf16(o, bf16_isa)) kinds.erase(std::find(kinds.begin(), kinds.end(), "bf16"));
   const auto counts = o.worker_counts.empty() ? default_worker_counts(usable, o.quick) : o.worker_counts;
   const auto intras = o.intra_ops.empty() ? default_intra_ops(usable, o.quick) : o.intra_ops;
   const bool pick_allocators = !o.allocators.empty();
@@ -125,8 +133,8 @@ void resolve_plans(const BenchOptions& o, std::vector<SweepPoint>& grid) {
     const bool batch_measured = p.max_batch < 0 && o.max_batch == 0;
     if (!batch_measured && optimize != "onednn") continue;  // nothing to measure once
     if (!plans.count(optimize)) {
-      plans[optimize] = json::parse(run_self({"--log-level", "warn", "bench", "--point", "plan", "--model",
-                                              o.model_dir, "--optimize", optimize, "--max-batch",
+      plans[optimize] = json::parse(run_self({"--log-level", child_log_level(optimize), "bench", "--point", "plan",
+                                              "--model", o.model_dir, "--optimize", optimize, "--max-batch",
                                               std::to_string(o.max_batch)}));
       std::printf("  measured once for every %s point: %s\n", optimize.c_str(),
                   plans[optimize]["plan"].get<std::string>().c_str());
@@ -147,12 +155,13 @@ ExitCode replot(const BenchOptions& o) {
 }  // namespace
 
 json run_point_child(const BenchOptions& o, const SweepPoint& p, const std::string& audio) {
+  const std::string optimize = p.optimize.empty() ? o.optimize : p.optimize;
   std::vector<std::string> args{
-      "--log-level", "warn", "--allocator", p.allocator, "bench", "--point", p.kind, "--audio", audio,
+      "--log-level", child_log_level(optimize), "--allocator", p.allocator, "bench", "--point", p.kind, "--audio", audio,
       "--model", o.model_dir, "--workers", std::to_string(p.workers), "--intra-op-threads",
       std::to_string(p.intra_op), "--inter-op-threads", p.kind == "defaults" ? "0" : "1", "--max-batch",
       std::to_string(p.max_batch >= 0 ? p.max_batch : o.max_batch), "--optimize",
-      p.optimize.empty() ? o.optimize : p.optimize, o.pin ? "--pin" : "--no-pin"};
+      optimize, o.pin ? "--pin" : "--no-pin"};
   if (!p.winograd_chunks.empty()) {
     args.push_back("--winograd-chunks");
     args.push_back(p.winograd_chunks);
@@ -203,11 +212,20 @@ ExitCode run_bench(const BenchOptions& o) {
   const synth::FileSpec spec = synth::demo_of_seconds(o.audio_seconds, model->config.sample_rate);
   synth::write_audio(audio, spec);
 
-  std::vector<SweepPoint> grid = sweep_grid(o, budget.usable);
+  const std::string bf16_isa = native_bf16_isa();
+  std::vector<SweepPoint> grid = sweep_grid(o, budget.usable, bf16_isa);
   std::printf("corepool bench: model %s, %d usable cpu(s), optimize %s, max batch %s, %.0f s of audio, %zu "
               "configurations x %d repeat(s)\n", o.model_dir.c_str(), budget.usable, o.optimize.c_str(),
               o.max_batch == 0 ? "measured" : std::to_string(o.max_batch).c_str(), synth::duration_seconds(spec),
               grid.size(), o.repeats);
+  const bool bf16_points = std::any_of(grid.begin(), grid.end(), [&](const SweepPoint& p) {
+    return (p.optimize.empty() ? o.optimize : p.optimize) == "bf16";
+  });
+  if (quick_bench_skips_bf16(o, bf16_isa)) {
+    std::printf("  %s\n", bf16_skipped_note("--modes bf16 or --optimize bf16").c_str());
+  } else if (bf16_points && bf16_isa.empty()) {
+    std::printf("  %s\n", bf16_emulated_note().c_str());
+  }
   resolve_plans(o, grid);
   json roofline = json::parse(run_self({"--log-level", "warn", "bench", "--point", "roofline", "--model", o.model_dir}));
   roofline.erase("kind");

@@ -95,4 +95,16 @@ struct PointSummary {
 nlohmann::json phases_to_json(const PointSummary::Phases& p);
 PointSummary::Phases phases_from_json(const nlohmann::json& j);
 
+// bf16 where the CPU has no bf16 unit (`bf16_isa` "", core_peak.h's
+// native_bf16_isa()): oneDNN emulates it at 0.02-0.4x fp32's speed, and one
+// bf16 point of CNN10 outlasts the rest of the sweep. `corepool tune` without
+// --optimize and `corepool bench --quick` without --modes leave it out there,
+// unless engine.optimize is bf16 (bench: --optimize bf16 or the config).
+bool tune_skips_bf16(const std::vector<std::string>& asked_optimizes, const std::string& bf16_isa);
+bool quick_bench_skips_bf16(const BenchOptions& o, const std::string& bf16_isa);
+// The one line either prints when it leaves bf16 out, or when bf16 was asked
+// for on such a CPU (its points then log nothing below an error: bench.cc).
+std::string bf16_skipped_note(const std::string& how_to_ask);
+std::string bf16_emulated_note();
+
 }  // namespace corepool

@@ -178,16 +178,22 @@ CorePeak measure_core_peak(double seconds) {
     peak.fp32_isa = "avx2";
     peak.fp32_gflops = gflops_of(seconds, kChains * 8 * 2.0, [](long n) { g_sink = fma256(n, g_seed); });
   }
-  // The widest bf16 unit, as for fp32: oneDNN runs bf16 convolutions on AMX
-  // tiles where it may, and AMX does 8-16x the work of AVX512_BF16 per cycle.
-  if (cpu_has_amx_bf16() && amx_permitted()) {
-    peak.bf16_isa = "amx";
+  peak.bf16_isa = native_bf16_isa();
+  if (peak.bf16_isa == "amx") {
     peak.bf16_gflops = gflops_of(seconds, kAmxFlopPerIteration, [](long n) { g_sink = amx_bf16(n, g_seed); });
-  } else if (__builtin_cpu_supports("avx512bf16")) {
-    peak.bf16_isa = "avx512_bf16";
+  } else if (peak.bf16_isa == "avx512_bf16") {
     peak.bf16_gflops = gflops_of(seconds, kChains * 16 * 4.0, [](long n) { g_sink = dpbf16(n, g_seed); });
   }
   return peak;
+}
+
+std::string native_bf16_isa() {
+  __builtin_cpu_init();
+  // The widest bf16 unit, as for fp32: oneDNN runs bf16 convolutions on AMX
+  // tiles where it may, and AMX does 8-16x the work of AVX512_BF16 per cycle.
+  if (cpu_has_amx_bf16() && amx_permitted()) return "amx";
+  if (__builtin_cpu_supports("avx512bf16")) return "avx512_bf16";
+  return "";
 }
 
 }  // namespace corepool

@@ -20,4 +20,9 @@ struct CorePeak {
 // One thread, about `seconds` per kind, best of three rounds.
 CorePeak measure_core_peak(double seconds = 0.2);
 
+// The bf16 unit measure_core_peak() would drive, without measuring it:
+// "amx" (AMX-BF16 tiles the kernel lets us use), "avx512_bf16", or "" where
+// the CPU has neither and oneDNN emulates bf16 (0.02-0.4x fp32's speed).
+std::string native_bf16_isa();
+
 }  // namespace corepool

@@ -14,6 +14,7 @@
 
 #include "supervisor/bench/bench.h"
 #include "supervisor/bench/bench_summary.h"
+#include "supervisor/bench/core_peak.h"
 #include "tools/audio_synth.h"
 #include "worker/host/cpus.h"
 #include "worker/model/model.h"
@@ -21,15 +22,16 @@
 namespace corepool {
 namespace {
 
-std::vector<SweepPoint> tune_grid(const TuneOptions& o, int usable, int model_max_batch) {
+std::vector<SweepPoint> tune_grid(const TuneOptions& o, int usable, int model_max_batch, const std::string& bf16_isa) {
   std::vector<int> counts = o.worker_counts, intras = o.intra_ops, batches = o.max_batches;
   if (counts.empty()) {
     for (int n = 1; n <= 2 * usable; ++n) counts.push_back(n);
   }
   if (intras.empty()) intras = {1, 2, usable};
   if (batches.empty()) batches = {1, 2, 4, 8, 16};
-  const std::vector<std::string> optimizes =
+  std::vector<std::string> optimizes =
       o.optimizes.empty() ? std::vector<std::string>{"none", "onednn", "bf16"} : o.optimizes;
+  if (tune_skips_bf16(o.optimizes, bf16_isa)) optimizes.pop_back();
   std::sort(intras.begin(), intras.end());
   intras.erase(std::unique(intras.begin(), intras.end()), intras.end());
   std::vector<SweepPoint> grid;
@@ -78,9 +80,15 @@ ExitCode run_tune(const TuneOptions& o) {
   if (!::mkdtemp(tmpl)) throw std::runtime_error("tune: cannot create a temp dir");
   const std::string audio = std::string(tmpl) + "/tune.wav";
   synth::write_audio(audio, synth::demo_of_seconds(o.audio_seconds, model->config.sample_rate));
-  const auto grid = tune_grid(o, usable, model->config.max_batch);
+  const std::string bf16_isa = native_bf16_isa();
+  const auto grid = tune_grid(o, usable, model->config.max_batch, bf16_isa);
   std::printf("corepool tune: %s mode, %s, %d usable cpu(s), %zu configurations x %d repeat(s), %.0f s of audio "
               "each\n", o.mode.c_str(), o.allocator.c_str(), usable, grid.size(), o.repeats, o.audio_seconds);
+  if (tune_skips_bf16(o.optimizes, bf16_isa)) {
+    std::printf("%s\n", bf16_skipped_note("--optimize none,onednn,bf16").c_str());
+  } else if (bf16_isa.empty() && std::count(o.optimizes.begin(), o.optimizes.end(), "bf16") > 0) {
+    std::printf("%s\n", bf16_emulated_note().c_str());
+  }
   BenchOptions bench;
   bench.model_dir = o.model_dir;
   bench.pin = o.pin;

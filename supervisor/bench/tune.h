@@ -18,7 +18,7 @@ struct TuneOptions {
   std::string allocator = "jemalloc";
   std::vector<int> worker_counts;  // empty: 1 .. 2 x usable cpus
   std::vector<int> intra_ops;      // empty: 1, 2, usable cpus
-  std::vector<std::string> optimizes;  // engine.optimize values; empty: none, onednn, bf16
+  std::vector<std::string> optimizes;  // engine.optimize values; empty: none, onednn, bf16 (bench_types.h)
   std::vector<int> max_batches;    // empty: 1, 2, 4, 8, 16 (within the model's limit)
   double p99_ms = 0;               // 0: no latency bound
   double audio_seconds = 30;

@@ -6,9 +6,9 @@
 
 namespace corepool {
 
-// Throws ConfigError for a change that needs a restart and refuses the reload
-// (engine.mode); logs a WARN for each setting that will only take effect at the
-// next restart (listeners, limits, thread counts).
+// Throws ConfigError for a change of a key whose reload is refused (engine.mode);
+// logs a WARN for each changed key that takes effect only at the next restart
+// (listeners, limits, thread counts, the allocator): config_keys.cc's Reload column.
 void check_reloadable(const Config& now, const Config& next);
 
 }  // namespace corepool

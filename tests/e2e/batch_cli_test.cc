@@ -204,8 +204,8 @@ TEST(BatchCliTest, PeakMemoryDoesNotGrowWithFileLength) {
   // Memory that grows with length would be the pipeline's (decoded audio,
   // queued segments, results), not the model's: the small trained tagger
   // measures it as well as CNN10, in a tenth of the time.
-  auto s = corepool({"--model", COREPOOL_TAGGER_MODEL, "--out", dir / "out", dir / "short.wav"}, dir);
-  auto l = corepool({"--model", COREPOOL_TAGGER_MODEL, "--out", dir / "out", dir / "long.wav"}, dir);
+  auto s = corepool({"--model", COREPOOL_DEFAULT_MODEL, "--out", dir / "out", dir / "short.wav"}, dir);
+  auto l = corepool({"--model", COREPOOL_DEFAULT_MODEL, "--out", dir / "out", dir / "long.wav"}, dir);
   ASSERT_EQ(s.exit_code, 0) << s.err;
   ASSERT_EQ(l.exit_code, 0) << l.err;
   // 15x the audio; anything proportional to length would add 100+ MB here.

@@ -94,24 +94,33 @@ void client_loop(int port, int client, const std::vector<std::vector<float>>& cl
 struct Chaos {
   int kills = 0, stops = 0;
   std::set<int> victims;  // distinct pids hit: each is one death
+  int last_stopped = 0;   // the last SIGSTOPped worker (0: none)
 };
 
-// Every kKillEvery: SIGKILL a random worker of `server` (the 25th and 100th
-// time a SIGSTOP instead: a hang only the heartbeat deadline can end; until
-// it is caught no one is killed, or the one live worker would be starved).
+// Every kKillEvery: SIGKILL a random worker of `server` (from the 25th and
+// the 100th time on, a SIGSTOP instead: a hang only the heartbeat deadline can
+// end; until it is caught no one is killed, or the one live worker would be
+// starved). A SIGSTOP that finds no live worker stays owed to the next round,
+// and the loop does not end while one is owed (or `stop` has been set for 30 s).
 Chaos kill_loop(const ServeProcess& server, const std::atomic<bool>& stop) {
   Chaos chaos;
   std::mt19937 rng(20261123);
   int stopped = 0;
-  for (int k = 1; !stop; ++k) {
+  Clock::time_point stop_seen{};
+  for (int k = 1;; ++k) {
+    const int owed = (k >= 25 ? 1 : 0) + (k >= 100 ? 1 : 0) - chaos.stops;  // at ~5 s and ~20 s
+    if (stop) {
+      if (stop_seen == Clock::time_point{}) stop_seen = Clock::now();
+      if (owed <= 0 || Clock::now() - stop_seen > std::chrono::seconds(30)) break;
+    }
     std::this_thread::sleep_for(kKillEvery);  // pacing the faults, not synchronising on anything
     if (stopped != 0 && testing::process_alive(stopped)) continue;  // the heartbeat's to catch
     const std::vector<int> workers = testing::child_pids(server.pid());
     if (workers.empty()) continue;
     const int victim = workers[rng() % workers.size()];
-    const bool hang = k == 25 || k == 100;  // at ~5 s and ~20 s: both caught within the 30 s
-    if (hang) stopped = victim;
+    const bool hang = owed > 0;
     if (!testing::process_alive(victim) || ::kill(victim, hang ? SIGSTOP : SIGKILL) != 0) continue;
+    if (hang) stopped = chaos.last_stopped = victim;
     ++(hang ? chaos.stops : chaos.kills);
     chaos.victims.insert(victim);
   }
@@ -153,6 +162,9 @@ TEST(ChaosTest, ServeUnderLoadSurvivesAWorkerKilledEvery200msAndLosesNoRequest) 
   std::this_thread::sleep_for(kChaos);  // the length of the experiment, not a synchronisation
   stop_kills = true;
   killer.join();
+  // A late SIGSTOP is caught by the heartbeat deadline (6 s) under load too.
+  EXPECT_TRUE(testing::wait_until([&] { return !testing::process_alive(chaos.last_stopped); },
+                                  std::chrono::seconds(60)));
   stop_clients = true;
   for (auto& t : clients) t.join();
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -24,8 +24,11 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 
-std::vector<std::string> batch_args(const std::string& mode, const std::vector<std::string>& rest) {
-  std::vector<std::string> args = {COREPOOL_BIN, "--log-level", "warn", "batch", "--model", COREPOOL_DEFAULT_MODEL,
+// `model`: the tests that kill a process mid-run take CNN10, whose run lasts
+// long enough for the kills (the small tagger's is over in a second or less).
+std::vector<std::string> batch_args(const std::string& mode, const std::vector<std::string>& rest,
+                                    const std::string& model = COREPOOL_DEFAULT_MODEL) {
+  std::vector<std::string> args = {COREPOOL_BIN, "--log-level", "warn", "batch", "--model", model,
                                    "--mode", mode, "--workers", "2", "--no-progress"};
   args.insert(args.end(), rest.begin(), rest.end());
   return args;
@@ -58,10 +61,12 @@ TEST(ProcessModeTest, WritesTheSameEventsAsThreadMode) {
 TEST(ProcessModeTest, KillingWorkersMidRunChangesNoResult) {
   testing::TempDir dir;
   synth::write_audio(dir / "long.wav", synth::demo_of_seconds(240));
-  auto clean = testing::run_process(batch_args("thread", {"--out", "-", dir / "long.wav"}), dir.path());
+  auto clean = testing::run_process(batch_args("thread", {"--out", "-", dir / "long.wav"}, COREPOOL_CNN10_MODEL),
+                                    dir.path());
   ASSERT_EQ(clean.exit_code, 0) << clean.err;
 
-  const testing::Spawned child = testing::spawn_process(batch_args("process", {"--out", "-", dir / "long.wav"}), dir.path());
+  const testing::Spawned child = testing::spawn_process(
+      batch_args("process", {"--out", "-", dir / "long.wav"}, COREPOOL_CNN10_MODEL), dir.path());
   const pid_t pid = child.pid;
   int kills = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -92,19 +97,19 @@ TEST(ProcessModeTest, AKilledSupervisorTakesItsWorkersAndSharedMemoryWithIt) {
   testing::TempDir dir;
   synth::write_audio(dir / "long.wav", synth::demo_of_seconds(600));
   const testing::Spawned child =
-      testing::spawn_process(batch_args("process", {"--out", dir / "out", dir / "long.wav"}), dir.path());
+      testing::spawn_process(batch_args("process", {"--out", dir / "out", dir / "long.wav"}, COREPOOL_CNN10_MODEL),
+                             dir.path());
   const pid_t pid = child.pid;
   std::vector<int> workers;
   testing::wait_until([&] { return (workers = testing::child_pids(pid)).size() >= 2; }, std::chrono::seconds(60));
   ASSERT_EQ(workers.size(), 2u);
   ::kill(pid, SIGKILL);
   testing::wait_process(child, std::chrono::seconds(10));
-  const auto killed = std::chrono::steady_clock::now();
+  // The kernel kills each worker with its parent (PR_SET_PDEATHSIG); how soon
+  // is the scheduler's business: the deadline bounds a failure, not a speed.
   for (int w : workers) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        killed + std::chrono::seconds(1) - std::chrono::steady_clock::now());
-    testing::wait_until([&] { return !testing::process_alive(w); }, std::max(left, std::chrono::milliseconds(0)));
-    EXPECT_FALSE(testing::process_alive(w)) << "worker " << w << " outlived its supervisor by 1 s";
+    EXPECT_TRUE(testing::wait_until([&] { return !testing::process_alive(w); }, std::chrono::seconds(30)))
+        << "worker " << w << " outlived its supervisor by 30 s";
   }
   const std::string prefix = "corepool." + std::to_string(pid) + ".";
   for (const auto& entry : fs::directory_iterator("/dev/shm")) {
@@ -139,7 +144,7 @@ TEST(ProcessModeTest, AWorkerKilledEvery200msDuringABatchChangesNoOutputFile) {
   auto args = [&](const std::string& mode, const std::string& out) {
     std::vector<std::string> rest = {"--out", out};
     rest.insert(rest.end(), inputs.begin(), inputs.end());
-    return batch_args(mode, rest);
+    return batch_args(mode, rest, COREPOOL_CNN10_MODEL);
   };
   auto clean = testing::run_process(args("thread", dir / "clean"), dir.path());
   ASSERT_EQ(clean.exit_code, 0) << clean.err;
@@ -176,7 +181,7 @@ TEST(ProcessModeTest, ABatchKilledMidRunResumesOnRerunAndNeverShowsAPartialResul
   synth::write_audio(dir / "a.wav", synth::demo_of_seconds(20));
   synth::write_audio(dir / "b.wav", synth::demo_of_seconds(240));
   const std::string out = dir / "out";
-  const auto args = batch_args("process", {"--out", out, dir / "a.wav", dir / "b.wav"});
+  const auto args = batch_args("process", {"--out", out, dir / "a.wav", dir / "b.wav"}, COREPOOL_CNN10_MODEL);
   const testing::Spawned child = testing::spawn_process(args, dir.path());
   bool complete = true;
   ASSERT_TRUE(testing::wait_until([&] {

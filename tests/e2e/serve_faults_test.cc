@@ -155,16 +155,25 @@ TEST(ServeFaultsTest, WorkersPastMaxRequestsAreRecycledWithoutAFailedRequest) {
   const std::string config = write_config(dir, "workers = 2\nmax_requests = 20");
   ServeProcess server(dir, {}, {}, {"--config", config});
   ASSERT_TRUE(server.started()) << server.log();
-  EXPECT_EQ(send_load(server.port(), 4, 300), 300);
+  // Load in rounds of 100 until five workers have been recycled (a fast
+  // model's 300 requests can end before a second replacement is up), at most
+  // 30 rounds: the event, not the model's speed, ends the load.
   HttpClient http(server.port());
+  auto recycles = [&] { return metric(http, R"(corepool_worker_recycles_total{reason="max_requests"})"); };
+  int sent = 0, ok = 0;
+  while (sent < 3000 && (sent < 300 || recycles() < 5)) {
+    ok += send_load(server.port(), 4, 100);
+    sent += 100;
+  }
+  EXPECT_EQ(ok, sent);
   EXPECT_TRUE(testing::wait_until([&] { return http.get("/v2/health/ready").status == 200; }, std::chrono::seconds(30)));
-  const double recycled = metric(http, R"(corepool_worker_recycles_total{reason="max_requests"})");
+  const double recycled = recycles();
   EXPECT_GE(recycled, 5) << server.log();
   EXPECT_EQ(metric(http, R"(corepool_worker_recycles_total{reason="max_rss"})"), 0);
   EXPECT_EQ(metric(http, "corepool_worker_restarts_total"), 0) << "a recycle is not a crash";
   EXPECT_EQ(metric(http, "corepool_segments_redispatched_total"), 0) << "a recycled worker is drained first";
   EXPECT_THAT(server.log(), HasSubstr("(engine.max_requests 20): recycling it"));
-  std::printf("[ faults   ] max_requests 20: 300 of 300 requests 200, %.0f workers recycled\n", recycled);
+  std::printf("[ faults   ] max_requests 20: %d of %d requests 200, %.0f workers recycled\n", ok, sent, recycled);
   EXPECT_EQ(server.stop().exit_code, 0);
 }
 
@@ -212,12 +221,11 @@ TEST(ServeFaultsTest, AKilledSupervisorTakesItsWorkersAndShmAndANewStartServesAt
   const std::vector<int> workers = testing::child_pids(pid);
   ASSERT_EQ(workers.size(), 2u);
   first.stop(SIGKILL, std::chrono::seconds(10));
-  const auto killed = std::chrono::steady_clock::now();
+  // The kernel kills each worker with its parent (PR_SET_PDEATHSIG); how soon
+  // is the scheduler's business: the deadline bounds a failure, not a speed.
   for (int w : workers) {
-    EXPECT_TRUE(testing::wait_until([&] { return !testing::process_alive(w); },
-                                    std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        killed + std::chrono::seconds(1) - std::chrono::steady_clock::now())))
-        << "worker " << w << " outlived its supervisor by 1 s";
+    EXPECT_TRUE(testing::wait_until([&] { return !testing::process_alive(w); }, std::chrono::seconds(30)))
+        << "worker " << w << " outlived its supervisor by 30 s";
   }
   const std::string prefix = "corepool." + std::to_string(pid) + ".";
   for (const auto& entry : fs::directory_iterator("/dev/shm")) {

@@ -111,18 +111,25 @@ TEST(ServeLoadTest, ReloadsUnderWrkLoadFailNoRequest) {
   std::ofstream(config) << "[engine]\nmode = \"process\"\nworkers = 2\n[model]\ndir = \"" << COREPOOL_DEFAULT_MODEL << "\"\n";
   ServeProcess server(dir, {}, {}, {"--config", config});
   ASSERT_TRUE(server.started()) << server.log();
+  // wrk runs until told to stop (SIGINT: it prints its summary and exits 0),
+  // once requests have been answered after the second reload too; its -d is
+  // only a bound.
   const testing::Spawned wrk = testing::spawn_process(
-      {kWrk, "-t2", "-c8", "-d12s", "--timeout", "10s", "-s", write_infer_script(dir),
+      {kWrk, "-t2", "-c8", "-d120s", "--timeout", "10s", "-s", write_infer_script(dir),
        server.url("/v2/models/default/infer")},
       dir.path());
-  ASSERT_TRUE(testing::wait_until([&] { return metric_of(dir, server, R"(corepool_requests_total{endpoint="infer",code="200",protocol="http"})") > 20; },
-                                  std::chrono::seconds(30)));
+  const char* ok = R"(corepool_requests_total{endpoint="infer",code="200",protocol="http"})";
+  ASSERT_TRUE(testing::wait_until([&] { return metric_of(dir, server, ok) > 20; }, std::chrono::seconds(30)));
   server.signal(SIGHUP);
   ASSERT_TRUE(testing::wait_until([&] { return metric_of(dir, server, "corepool_generation") == 2; },
                                   std::chrono::seconds(30))) << server.log();
   server.signal(SIGHUP);
   ASSERT_TRUE(testing::wait_until([&] { return metric_of(dir, server, "corepool_generation") == 3; },
                                   std::chrono::seconds(30))) << server.log();
+  const double answered = metric_of(dir, server, ok);
+  ASSERT_TRUE(testing::wait_until([&] { return metric_of(dir, server, ok) > answered + 20; },
+                                  std::chrono::seconds(30))) << "the load stopped at the second reload";
+  ::kill(wrk.pid, SIGINT);
   const testing::ProcessResult load = testing::wait_process(wrk, std::chrono::seconds(60));
   ASSERT_EQ(load.exit_code, 0) << load.err;
   EXPECT_THAT(load.out, HasSubstr("requests in"));

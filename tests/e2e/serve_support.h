@@ -65,7 +65,9 @@ inline int free_port() {
 class ServeProcess {
  public:
   // `args` go after "serve"; "--listen 127.0.0.1:0" is added unless args set
-  // --listen, and "--grpc-listen ''" (no gRPC) unless they set --grpc-listen. `prefix` goes before the command (e.g. systemd-socket-activate ...).
+  // --listen, "--grpc-listen ''" (no gRPC) unless they set --grpc-listen, and
+  // "--model" the small default tagger unless they set --model. `prefix` goes
+  // before the command (e.g. systemd-socket-activate ...).
   // `wait`: return only once it serves (or died).
   ServeProcess(const TempDir& dir, std::vector<std::string> args, std::vector<std::string> env = {},
                std::vector<std::string> global = {}, std::vector<std::string> prefix = {}, bool wait = true)
@@ -82,7 +84,9 @@ class ServeProcess {
     if (std::find(args.begin(), args.end(), "--grpc-listen") == args.end()) {
       argv.insert(argv.end(), {"--grpc-listen", ""});
     }
-    argv.insert(argv.end(), {"--model", COREPOOL_DEFAULT_MODEL});
+    if (std::find(args.begin(), args.end(), "--model") == args.end()) {
+      argv.insert(argv.end(), {"--model", COREPOOL_DEFAULT_MODEL});
+    }
     argv.insert(argv.end(), args.begin(), args.end());
     child_ = spawn_process(argv, dir.path(), env);
     if (!wait) return;  // socket activation: it starts on the first connection
@@ -114,6 +118,14 @@ class ServeProcess {
     stopped_ = true;
     ::kill(child_.pid, sig);
     return wait_process(child_, timeout);
+  }
+
+  // Waits for an exit that an earlier signal() set off (SIGKILLed at
+  // destruction if it does not come).
+  ProcessResult wait(std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+    ProcessResult r = wait_process(child_, timeout);
+    stopped_ = r.exit_code != -1000;  // wait_process's "timed out"
+    return r;
   }
 
  private:

@@ -348,11 +348,18 @@ TEST_F(ServeTest, AFullQueueAnswers503WithRetryAfter) {
 }
 
 // SIGTERM: the listener closes, the request in flight still gets its answer,
-// then the process exits 0 and tells systemd STOPPING=1.
+// then the process exits 0 and tells systemd STOPPING=1. The one worker is
+// stopped (SIGSTOP) before the request and woken once the server drains, so
+// the request is in flight at SIGTERM: no timing window.
 TEST_F(ServeTest, SigtermDrainsTheRequestInFlightAndExitsZero) {
   testing::NotifyListener notify;
-  ServeProcess server(dir_, {"--mode", "process", "--workers", "1"}, {"NOTIFY_SOCKET=" + notify.path()});
+  const std::string config =
+      write_text(dir_, "c.toml", "[engine]\nmode = \"process\"\nworkers = 1\nhang_timeout_ms = 3600000\n");
+  ServeProcess server(dir_, {}, {"NOTIFY_SOCKET=" + notify.path()}, {"--config", config});
   ASSERT_TRUE(server.started()) << server.log();
+  const std::vector<int> workers = testing::child_pids(server.pid());
+  ASSERT_EQ(workers.size(), 1u);
+  ASSERT_EQ(::kill(workers[0], SIGSTOP), 0);
   const std::string wav = dir_.path() + "/long.wav";
   synth::write_audio(wav, synth::demo_of_seconds(40));
   testing::Spawned tagger = testing::spawn_process(
@@ -362,7 +369,11 @@ TEST_F(ServeTest, SigtermDrainsTheRequestInFlightAndExitsZero) {
   ASSERT_TRUE(testing::wait_until([&] {
     return testing::metric(curl(dir_, {server.url("/metrics")}).body, "corepool_queue_depth") > 0;
   }, std::chrono::seconds(60)));
-  const testing::ProcessResult stopped = server.stop(SIGTERM);
+  server.signal(SIGTERM);
+  EXPECT_TRUE(testing::wait_until([&] { return server.log().find("draining") != std::string::npos; },
+                                  std::chrono::seconds(60))) << server.log();
+  ::kill(workers[0], SIGCONT);
+  const testing::ProcessResult stopped = server.wait();
   EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
   EXPECT_THAT(stopped.err, HasSubstr("draining"));
   const testing::ProcessResult tagged = testing::wait_process(tagger, std::chrono::seconds(60));

@@ -30,7 +30,7 @@ constexpr const char* kAlsaSounds = "/usr/share/sounds/alsa";
 std::map<std::string, std::vector<json>> batch_lines(const std::vector<std::string>& files,
                                                      const testing::TempDir& dir) {
   std::vector<std::string> argv = {COREPOOL_BIN, "--log-level", "warn", "batch", "--model",
-                                   COREPOOL_TAGGER_MODEL, "--out", "-", "--no-progress"};
+                                   COREPOOL_DEFAULT_MODEL, "--out", "-", "--no-progress"};
   argv.insert(argv.end(), files.begin(), files.end());
   const testing::ProcessResult r = testing::run_process(argv, dir.path());
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -83,7 +83,7 @@ TEST(TaggerTest, TheDemoTimelineHasEachPartWithinOneSegmentOfItsTrueBoundaries) 
   events.pop_back();  // the summary
   const auto parts = synth::demo_parts();
   ASSERT_EQ(events.size(), parts.size()) << json(events).dump();
-  const double segment = load_model(COREPOOL_TAGGER_MODEL)->config.segment_seconds;
+  const double segment = load_model(COREPOOL_DEFAULT_MODEL)->config.segment_seconds;
   for (size_t i = 0; i < parts.size(); ++i) {
     SCOPED_TRACE(events[i].dump());
     EXPECT_EQ(events[i]["label"], synth::label_name(parts[i].label));
@@ -96,7 +96,7 @@ TEST(TaggerTest, TimelineFormatPrintsOneReadableLinePerEventAndNeedsStdout) {
   testing::TempDir dir;
   const std::string wav = dir / "demo.wav";
   synth::write_samples(wav, synth::demo_samples(16000), 16000);
-  const auto r = testing::run_process({COREPOOL_BIN, "--log-level", "warn", "batch", "--model", COREPOOL_TAGGER_MODEL,
+  const auto r = testing::run_process({COREPOOL_BIN, "--log-level", "warn", "batch", "--model", COREPOOL_DEFAULT_MODEL,
                                        "--format", "timeline", "--out", "-", "--no-progress", wav},
                                       dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -106,7 +106,7 @@ TEST(TaggerTest, TimelineFormatPrintsOneReadableLinePerEventAndNeedsStdout) {
   EXPECT_NE(lines[0].find(" speech "), std::string::npos) << lines[0];
   EXPECT_NE(lines.back().find("28.0 s of audio"), std::string::npos) << lines.back();
 
-  const auto bad = testing::run_process({COREPOOL_BIN, "batch", "--model", COREPOOL_TAGGER_MODEL, "--format",
+  const auto bad = testing::run_process({COREPOOL_BIN, "batch", "--model", COREPOOL_DEFAULT_MODEL, "--format",
                                          "timeline", "--out", dir / "out", wav},
                                         dir.path());
   EXPECT_EQ(bad.exit_code, 2);
@@ -117,7 +117,7 @@ TEST(TaggerTest, TimelineFormatPrintsOneReadableLinePerEventAndNeedsStdout) {
 TEST(TaggerTest, TheTrainerWritesALoadableModelAndRefusesAnotherContract) {
   testing::TempDir dir;
   fs::create_directories(dir / "m");
-  fs::copy_file(std::string(COREPOOL_TAGGER_MODEL) + "/model.toml", dir / "m/model.toml");
+  fs::copy_file(std::string(COREPOOL_DEFAULT_MODEL) + "/model.toml", dir / "m/model.toml");
   const auto r = testing::run_process({COREPOOL_TRAIN_TAGGER_BIN, "--out", dir / "m", "--per-class", "12",
                                        "--held-out-per-class", "4", "--epochs", "1"},
                                       dir.path());

@@ -72,8 +72,9 @@ class TritonModeTest : public ::testing::TestWithParam<std::string> {
     std::ofstream(path) << "[engine]\nmode = \"" << GetParam() << "\"\n" << engine << "\n[serve]\n" << serve << "\n";
     return path;
   }
-  std::unique_ptr<ServeProcess> start(const std::string& engine, const std::string& serve = "") {
-    auto server = std::make_unique<ServeProcess>(dir_, std::vector<std::string>{}, std::vector<std::string>{},
+  std::unique_ptr<ServeProcess> start(const std::string& engine, const std::string& serve = "",
+                                      const std::vector<std::string>& args = {}) {
+    auto server = std::make_unique<ServeProcess>(dir_, args, std::vector<std::string>{},
                                                  std::vector<std::string>{"--config", config(engine, serve)});
     EXPECT_TRUE(server->started()) << server->log();
     return server;
@@ -278,9 +279,12 @@ TEST_P(TritonModeTest, BadRepositoryRequestsGetAClearErrorAndChangeNothing) {
 // own clock. Process mode: the one worker is SIGSTOPped for 300 ms while a
 // request waits in its ring. Thread mode: the last of 48 items run one per
 // forward() on one engine thread waits behind the other 47, most of the
-// request's time.
+// request's time: CNN10's forward(), which outweighs the request's own
+// handling (the small tagger's does not).
 TEST_P(TritonModeTest, QueueTimeGrowsByTheTimeARequestWasHeldBack) {
-  auto server = start("workers = 1\nmax_batch = 1\nqueue_depth = 128\nhang_timeout_ms = 600000");
+  const std::vector<std::string> cnn10 = {"--model", COREPOOL_CNN10_MODEL};
+  auto server = start("workers = 1\nmax_batch = 1\nqueue_depth = 128\nhang_timeout_ms = 600000", "",
+                      process_mode() ? std::vector<std::string>{} : cnn10);
   HttpClient http(server->port());
   ASSERT_EQ(infer(http, 0).status, 200);
   auto queue_ns = [&] {
@@ -375,7 +379,7 @@ TEST(TritonDeadlineTest, AClientTimeoutShortensTheServersAndNeverLengthensIt) {
   testing::TempDir dir;
   const std::string path = dir.path() + "/corepool.toml";
   std::ofstream(path) << "[engine]\nmode = \"process\"\nworkers = 1\nhang_timeout_ms = 600000\n"
-                      << "[serve]\nrequest_timeout_s = 2\n";
+                      << "[serve]\nrequest_timeout_s = 4\n";
   ServeProcess server(dir, {}, {}, {"--config", path});
   ASSERT_TRUE(server.started()) << server.log();
   const std::vector<int> workers = testing::child_pids(server.pid());
@@ -393,41 +397,49 @@ TEST(TritonDeadlineTest, AClientTimeoutShortensTheServersAndNeverLengthensIt) {
   EXPECT_EQ(shorter.status, 504) << shorter.body;
   EXPECT_THAT(shorter.body, HasSubstr("the client's deadline"));
   EXPECT_GE(shorter_s, 0.3);
-  EXPECT_LT(shorter_s, 1.9);  // well before the server's 2 s
+  // Before the server's 4 s: the message above says whose deadline it was;
+  // this bound only has to hold on a loaded machine too.
+  EXPECT_LT(shorter_s, 3.9);
   t0 = std::chrono::steady_clock::now();
   const HttpReply longer = http.post(kInfer, body(30000000));
   const double longer_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(longer.status, 504) << longer.body;
-  EXPECT_THAT(longer.body, HasSubstr("serve.request_timeout_s = 2 s"));
-  EXPECT_LT(longer_s, 10);  // the server's 2 s, not the client's 30
+  EXPECT_THAT(longer.body, HasSubstr("serve.request_timeout_s = 4 s"));
+  EXPECT_LT(longer_s, 20);  // the server's 4 s, not the client's 30
   EXPECT_EQ(metric(http, "corepool_requests_timed_out_total"), 2);
   ::kill(workers[0], SIGCONT);
   EXPECT_EQ(infer(http, 1).status, 200);
   EXPECT_EQ(server.stop().exit_code, 0);
 }
 
-// Thread mode: the request behind a long one is cancelled while queued.
+// Thread mode: the request behind a long one is cancelled while queued. The
+// long one is 48 of CNN10's forward() calls, one at a time: the 8 items behind
+// them are queued, and dropped, long before the engine thread reaches them.
 TEST(TritonCancelTest, InThreadModeAQueuedRequestIsDroppedWhenItsClientCloses) {
   testing::TempDir dir;
   const std::string path = dir.path() + "/corepool.toml";
   std::ofstream(path) << "[engine]\nmode = \"thread\"\nworkers = 1\nmax_batch = 1\nqueue_depth = 128\n";
-  ServeProcess server(dir, {}, {}, {"--config", path});
+  ServeProcess server(dir, {"--model", COREPOOL_CNN10_MODEL}, {}, {"--config", path});
   ASSERT_TRUE(server.started()) << server.log();
   HttpClient http(server.port());
+  // Items taken in so far, whatever the engine thread has run of them: a
+  // request's items enter the queue together, and leave it into the run count.
+  auto accepted = [&] {
+    const std::string m = http.get("/metrics").body;
+    return testing::metric(m, "corepool_queue_depth") + testing::metric(m, "corepool_segments_total");
+  };
   HttpReply blocked;
   std::thread blocker([&] {
     HttpClient other(server.port());
     blocked = infer(other, 0, 48);
   });
-  ASSERT_TRUE(testing::wait_until([&] { return metric(http, "corepool_queue_depth") >= 48; },
-                                  std::chrono::seconds(10)));
+  ASSERT_TRUE(testing::wait_until([&] { return accepted() >= 48; }, std::chrono::seconds(30)));
   {
     HttpClient gone(server.port(), 10);
     const auto [body, headers] = infer_request("gone", items(100, 8), 8);
     ASSERT_TRUE(gone.send("POST " + std::string(kInfer) + " HTTP/1.1\r\nHost: t\r\n" + headers +
                           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
-    ASSERT_TRUE(testing::wait_until([&] { return metric(http, "corepool_queue_depth") >= 49; },
-                                    std::chrono::seconds(10)));
+    ASSERT_TRUE(testing::wait_until([&] { return accepted() >= 56; }, std::chrono::seconds(30)));
   }  // closed
   EXPECT_TRUE(testing::wait_until([&] { return metric(http, "corepool_requests_cancelled_total") == 1; },
                                   std::chrono::seconds(10)));

@@ -58,7 +58,7 @@ TEST(BatchCommitTest, AFinishedFileIsCommittedOffTheThreadsThatDeliverResults) {
   for (int i = 0; i < kFiles; ++i) {
     synth::write_audio(dir / ("in/f" + std::to_string(i) + ".wav"), synth::demo_of_seconds(4));
   }
-  auto model = load_model(COREPOOL_TAGGER_MODEL);
+  auto model = load_model(COREPOOL_DEFAULT_MODEL);
   Config config;
   config.mode = "thread";
   config.workers = 2;

@@ -26,7 +26,7 @@ constexpr int kMaxBatch = 4;
 // Segment index -> items in the forward() that ran it, for one batch run.
 std::map<uint64_t, uint32_t> batch_of_each_segment(const std::string& mode, const std::string& wav,
                                                    const std::string& out) {
-  auto model = load_model(COREPOOL_TAGGER_MODEL);
+  auto model = load_model(COREPOOL_DEFAULT_MODEL);
   Config config;
   config.mode = mode;
   config.workers = 2;

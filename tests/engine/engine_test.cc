@@ -26,7 +26,7 @@ using testing::pointers;
 // The scores are the model's own: a module loaded here straight from model.pt
 // (not through load_model), run by hand on the same features, gives the same
 // numbers for every segment and label, in order. The default model ends in a
-// sigmoid, so (0, 1) alone would hold for almost any output.
+// softmax, so (0, 1) alone would hold for almost any output.
 TEST(EngineTest, DefaultModelGivesOneScoreInZeroOnePerLabel) {
   auto model = load_model(COREPOOL_DEFAULT_MODEL);
   Engine engine(model);

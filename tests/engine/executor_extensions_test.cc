@@ -5,6 +5,8 @@
 // re-runs itself in a fresh copy of this binary (libuv's spawn_helper pattern):
 // the pool forks, and the parent of a fork must not have run LibTorch ops or
 // OpenMP regions, which other tests in this binary do.
+#include <signal.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -21,6 +23,7 @@
 #include "tests/engine/segments.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait.h"
 #include "worker/engine.h"
 #include "worker/thread_executor.h"
 
@@ -443,8 +446,21 @@ TYPED_TEST(ExecutorExtensionsTest, CancelCompletesTheStreamsUnstartedTasksOnceAn
   Executor& ex = this->start({1, 1, 256, 0});
   std::vector<SegmentTask> tasks;
   for (uint64_t i = 0; i < 200; ++i) tasks.push_back({i < 150 ? 2u : 3u, i, pcm_for(this->model_->config, i)});
+  // Nothing runs between try_submit and the cancel, however fast the model:
+  // process mode stops its one worker (its ring takes 64 at most), thread mode
+  // holds its engine thread in its first completion. Both go on once the
+  // cancel is counted.
+  const std::vector<int> pids = TypeParam::pids(ex);
+  for (int pid : pids) ::kill(pid, SIGSTOP);
+  if (pids.empty()) this->results_.hold();
   ASSERT_TRUE(ex.try_submit(tasks));
+  std::thread waker([&] {
+    testing::wait_until([&] { return ex.stats().cancelled > 0; }, std::chrono::seconds(60));
+    this->results_.release();
+    for (int pid : pids) ::kill(pid, SIGCONT);
+  });
   ex.cancel(2);
+  waker.join();
   ex.wait_idle();
   auto results = this->results_.take();
   ASSERT_EQ(results.size(), 200u);

@@ -25,7 +25,7 @@ double cnn10_flop_by_hand() {
 }
 
 TEST(ModelFlopsTest, Cnn10CostsWhatItsLayersCostByHand) {
-  const auto model = load_model(COREPOOL_DEFAULT_MODEL);
+  const auto model = load_model(COREPOOL_CNN10_MODEL);
   const double counted = count_flop_per_segment(*model);
   const double by_hand = cnn10_flop_by_hand();
   EXPECT_NEAR(counted, by_hand, by_hand * 1e-5) << "counted " << counted << ", by hand " << by_hand;

@@ -99,7 +99,10 @@ TEST(DISABLED_PoolChild, HungWorker) {
   testing::TempDir dir;
   auto model = testing::small_model(dir);
   Results results;
-  ProcessPool pool(model, {2, 2, 0, 0, {}, 700, 120000, 2, "warn", false},
+  // The hang deadline (5 s) is also the time a replacement has to boot, and a
+  // loaded machine's healthy worker may miss a shorter one (700 ms did): only
+  // the stopped worker may trip it. Every wait below is on an event.
+  ProcessPool pool(model, {2, 2, 0, 0, {}, 5000, 120000, 2, "warn", false},
                    [&](SegmentResult&& r) { results.add(std::move(r)); });
   const std::vector<int> before = pool.worker_pids();
   ::kill(before[0], SIGSTOP);

@@ -52,8 +52,8 @@ std::vector<double> score_held_out(torch::jit::Module& net, const train::Dataset
 // another seed. Seed 77 is neither the trainer's training seed (1) nor its
 // held-out seed (1001).
 TEST(TaggerTest, HeldOutSegmentsAreTaggedRightAtLeast95PercentOfTheTime) {
-  const auto model = load_model(COREPOOL_TAGGER_MODEL);
-  const ModelConfig cfg = train::tagger_contract(std::string(COREPOOL_TAGGER_MODEL) + "/model.toml");
+  const auto model = load_model(COREPOOL_DEFAULT_MODEL);
+  const ModelConfig cfg = train::tagger_contract(std::string(COREPOOL_DEFAULT_MODEL) + "/model.toml");
   const train::Dataset held = train::make_dataset(cfg, synth::Split::kHeldOutVoices, 77, 100);
   torch::jit::Module net = module_of(*model);
   EXPECT_GE(train::accuracy(net, held, cfg), 0.95);
@@ -66,8 +66,8 @@ TEST(TaggerTest, HeldOutSegmentsAreTaggedRightAtLeast95PercentOfTheTime) {
 // Split::kHeldOut): other voices, instruments, scales, tempi, noise colours
 // and silences. Each class at least 90 % right.
 TEST(TaggerTest, SegmentsFromHeldOutGeneratorsAreTaggedRightAtLeast90PercentPerClass) {
-  const auto model = load_model(COREPOOL_TAGGER_MODEL);
-  const ModelConfig cfg = train::tagger_contract(std::string(COREPOOL_TAGGER_MODEL) + "/model.toml");
+  const auto model = load_model(COREPOOL_DEFAULT_MODEL);
+  const ModelConfig cfg = train::tagger_contract(std::string(COREPOOL_DEFAULT_MODEL) + "/model.toml");
   const train::Dataset held = train::make_dataset(cfg, synth::Split::kHeldOut, 77, 100);
   torch::jit::Module net = module_of(*model);
   const std::vector<double> per_class = score_held_out(net, held, cfg, "held-out generators");

@@ -184,16 +184,26 @@ TEST(ThreadModeTest, AnIdleEngineThreadGivesItsActivationsBack) {
 
 TEST(DISABLED_ThreadModeChild, IdlePurge) {
   ASSERT_GE(testing::jemalloc_dirty_pages(), 0) << "jemalloc preloaded";
-  auto model = load_model(COREPOOL_DEFAULT_MODEL);
-  ThreadExecutor ex(model, {1, 8, 0, {}}, [](SegmentResult&& r) { EXPECT_TRUE(r.error.empty()) << r.error; });
-  for (uint64_t i = 0; i < 16; ++i) ex.submit({0, i, segment_for(model->config, i)});
+  auto model = load_model(COREPOOL_CNN10_MODEL);  // CNN10: tens of MB of activations at batch 8
+  // The first reading is taken in the last result's callback, on the engine
+  // thread itself: it cannot be idle (and purge) before the callback returns,
+  // however late this process gets the cpu.
+  constexpr uint64_t kSegments = 16;
+  std::atomic<uint64_t> done{0};
+  std::atomic<long> kept{-1};
+  ThreadExecutor ex(model, {1, 8, 0, {}}, [&](SegmentResult&& r) {
+    EXPECT_TRUE(r.error.empty()) << r.error;
+    if (++done == kSegments) kept = testing::jemalloc_dirty_pages();
+  });
+  for (uint64_t i = 0; i < kSegments; ++i) ex.submit({0, i, segment_for(model->config, i)});
   ex.wait_idle();
-  const long kept = testing::jemalloc_dirty_pages();
   // CNN10 at batch 8 frees tens of MB of activations per forward().
-  EXPECT_GE(kept, (16l << 20) / 4096) << "the engine thread's freed activations were not kept";
-  // The engine purges after 100 ms idle; 500 ms is the deadline, not a pause.
-  testing::wait_until([&] { return testing::jemalloc_dirty_pages() <= kept / 4; }, std::chrono::milliseconds(500));
-  EXPECT_LE(testing::jemalloc_dirty_pages(), kept / 4) << "still held after 500 ms idle";
+  const long held = kept.load();
+  EXPECT_GE(held, (16l << 20) / 4096) << "the engine thread's freed activations were not kept";
+  // The engine purges once idle for 100 ms; the deadline only bounds a failure.
+  EXPECT_TRUE(testing::wait_until([&] { return testing::jemalloc_dirty_pages() <= held / 4; },
+                                  std::chrono::seconds(30)))
+      << "still held " << testing::jemalloc_dirty_pages() << " dirty pages of " << held << " after 30 s idle";
 }
 
 }  // namespace

@@ -5,6 +5,9 @@
                                 "a file in folder A includes a header of folder
                                 B" has no cycle (a room depends downward only)
   check_layout.py ROOT lengths  no source file of the rooms over 400 lines
+  check_layout.py ROOT readme   README.md's folder table names every top-level
+                                folder and every room of supervisor/ and
+                                worker/, and nothing that does not exist
 
 Each failure names the files that make it, so the fix is obvious.
 """
@@ -96,11 +99,47 @@ def check_lengths(root):
     return 1 if long_files else 0
 
 
+TABLE_ROW = re.compile(r"^\| `([A-Za-z0-9_./-]+/)` \|")
+NESTED = ("supervisor", "worker")  # their sub-folders are rooms of their own
+
+
+def tree_folders(root):
+    """The folders the table must name: top-level ones and the rooms of NESTED."""
+    found = set()
+    for name in os.listdir(root):
+        if name.startswith(".") or name.startswith("build") or not os.path.isdir(os.path.join(root, name)):
+            continue
+        found.add(name + "/")
+        if name in NESTED:
+            for sub in os.listdir(os.path.join(root, name)):
+                if os.path.isdir(os.path.join(root, name, sub)):
+                    found.add(f"{name}/{sub}/")
+    return found
+
+
+def check_readme(root):
+    with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
+        named = {m.group(1) for m in map(TABLE_ROW.match, f) if m}
+    folders = tree_folders(root)
+    missing = sorted(folders - named)
+    stale = sorted(f for f in named if not os.path.isdir(os.path.join(root, f)))
+    for folder in missing:
+        print(f"README.md's folder table does not name {folder}")
+    for folder in stale:
+        print(f"README.md's folder table names {folder}, which does not exist")
+    if not missing and not stale:
+        print(f"README.md's folder table names all {len(folders)} folders")
+    return 1 if missing or stale else 0
+
+
+CHECKS = {"cycles": check_cycles, "lengths": check_lengths, "readme": check_readme}
+
+
 def main():
-    if len(sys.argv) != 3 or sys.argv[2] not in ("cycles", "lengths"):
+    if len(sys.argv) != 3 or sys.argv[2] not in CHECKS:
         print(__doc__)
         return 2
-    return check_cycles(sys.argv[1]) if sys.argv[2] == "cycles" else check_lengths(sys.argv[1])
+    return CHECKS[sys.argv[2]](sys.argv[1])
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 // Triton's JSON for corepool models, without a server: http_status, the model
 // configuration (field by field, in protobuf's JSON mapping of
 // model_config.proto), the repository index entry and ModelStatistics'
-// counting and rendering (supervisor/serve/triton_*.cc, model_statistics.cc).
+// counting and rendering (supervisor/triton/triton_*.cc, model_statistics.cc).
 #include <algorithm>
 #include <thread>
 #include <vector>
