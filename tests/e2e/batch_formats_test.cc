@@ -32,7 +32,7 @@ bool ffmpeg(const std::string& args) {
 }
 
 testing::ProcessResult batch(std::vector<std::string> args, const testing::TempDir& dir) {
-  args.insert(args.begin(), {COREPOOL_BIN, "--log-level", "warn", "batch", "--model", COREPOOL_TAGGER_MODEL,
+  args.insert(args.begin(), {COREPOOL_BIN, "--log-level", "warn", "batch", "--model", COREPOOL_DEFAULT_MODEL,
                              "--out", "-", "--no-progress"});
   return testing::run_process(args, dir.path());
 }
@@ -75,7 +75,7 @@ TEST_F(BatchFormatsTest, TheDemoInEveryFormatGivesTheWavsEventsWithinOneHop) {
   auto lines = by_file(r.out);
   const std::vector<json> want = lines.at("demo.wav");
   ASSERT_GE(want.size(), 5u) << "the demo has four parts";
-  const double hop = load_model(COREPOOL_TAGGER_MODEL)->config.hop_seconds;
+  const double hop = load_model(COREPOOL_DEFAULT_MODEL)->config.hop_seconds;
   for (const auto& [name, options] : made) {
     SCOPED_TRACE(name);
     const std::vector<json>& got = lines[name];
