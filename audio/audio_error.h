@@ -1,7 +1,7 @@
 // The one error type of the audio front end (validation, decoding, resampling).
 // Its message is a single line that starts with the file's path (or the name of
 // an in-memory buffer), e.g.
-// "data/x.wav: not an audio file (File contains data in an unknown format.)".
+// "data/x.txt: not an audio file (format not recognised)".
 // Its kind() is what a caller maps to an outcome (serve: an HTTP status code).
 #pragma once
 
@@ -11,9 +11,11 @@
 namespace corepool {
 
 enum class AudioErrorKind {
-  kNotAudio,  // libsndfile cannot open it as audio (text, JPEG, random bytes) -> HTTP 415
+  kNotAudio,  // no format FFmpeg recognises (text, random bytes), or a file without
+              // an audio stream (JPEG, a video-only MP4) -> HTTP 415
   kInvalid,   // audio, but unusable: empty, 0 Hz / absurd rate, too many channels,
-              // no frames, truncated, NaN/Inf sample, undecodable data -> HTTP 400
+              // no frames, truncated or damaged header, NaN/Inf sample, no such
+              // --audio-stream -> HTTP 400
   kIo,        // the file system failed us: missing, permissions, a directory,
               // a read error (file paths only; a buffer in memory never gives one)
 };

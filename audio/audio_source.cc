@@ -1,71 +1,195 @@
-// SoundFile: one libsndfile read handle over a path or a buffer. The buffer is
-// served through SF_VIRTUAL_IO with the semantics of a read-only regular file
-// (lseek/read/fstat): seeking past the end is allowed and reads there return 0,
-// a seek before the start fails and leaves the position alone.
+// MediaInput: FFmpeg's demuxer over a path or a buffer. Both go through an
+// AVIOContext of ours (read/seek callbacks over a file descriptor or over the
+// buffer) rather than an FFmpeg protocol: no URL parsing of file names ("a:b.wav"
+// is a file, not a protocol), and io_open refuses every nested open, so a
+// playlist or reference container (HLS, concat, MOV drefs) can never make the
+// server read another file or the network. The buffer has the semantics of a
+// read-only regular file: seeks past the end are allowed and read nothing.
 #include "audio/audio_source.h"
 
-#include <sndfile.h>
+extern "C" {
+#include <libavformat/avformat.h>
+#include <libavutil/error.h>
+#include <libavutil/log.h>
+#include <libavutil/mem.h>
+}
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <mutex>
 
 namespace corepool {
 namespace {
 
-BufferCursor& cursor_of(void* user_data) { return *static_cast<BufferCursor*>(user_data); }
+constexpr int kIoBufferBytes = 64 * 1024;
 
-sf_count_t buffer_length(void* user_data) { return sf_count_t(cursor_of(user_data).bytes.size()); }
+thread_local std::string t_last_message;
 
-sf_count_t buffer_seek(sf_count_t offset, int whence, void* user_data) {
-  BufferCursor& c = cursor_of(user_data);
-  sf_count_t base = 0;
-  if (whence == SEEK_CUR) base = c.pos;
-  else if (whence == SEEK_END) base = sf_count_t(c.bytes.size());
-  else if (whence != SEEK_SET) return -1;
-  // A damaged header can ask for any offset: no signed overflow, no negative position.
-  if (offset > 0 && base > std::numeric_limits<sf_count_t>::max() - offset) return -1;
-  if (base + offset < 0) return -1;
-  c.pos = base + offset;
-  return c.pos;
+// Keeps the last error-level line of this thread; prints nothing.
+void keep_message(void* avcl, int level, const char* fmt, va_list args) {
+  if (level > AV_LOG_ERROR) return;
+  char line[512];
+  int print_prefix = 0;  // no "[mov,mp4 @ 0x55..]": a pointer means nothing to a user
+  av_log_format_line2(avcl, level, fmt, args, line, sizeof(line), &print_prefix);
+  std::string text(line);
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) text.pop_back();
+  if (!text.empty()) t_last_message = text;
 }
 
-sf_count_t buffer_read(void* out, sf_count_t count, void* user_data) {
-  BufferCursor& c = cursor_of(user_data);
-  const sf_count_t size = sf_count_t(c.bytes.size());
-  if (count <= 0 || c.pos >= size) return 0;
-  const sf_count_t n = std::min(count, size - c.pos);
+int read_buffer(void* opaque, uint8_t* out, int size) {
+  BufferCursor& c = *static_cast<BufferCursor*>(opaque);
+  const int64_t total = int64_t(c.bytes.size());
+  if (size <= 0 || c.pos >= total) return AVERROR_EOF;
+  const int n = int(std::min<int64_t>(size, total - c.pos));
   std::memcpy(out, c.bytes.data() + c.pos, size_t(n));
   c.pos += n;
   return n;
 }
 
-sf_count_t buffer_write(const void*, sf_count_t, void*) { return 0; }  // read-only
-
-sf_count_t buffer_tell(void* user_data) { return cursor_of(user_data).pos; }
-
-// Static: libsndfile may keep the pointer for the life of every handle.
-SF_VIRTUAL_IO kBufferIo = {buffer_length, buffer_seek, buffer_read, buffer_write, buffer_tell};
-
-}  // namespace
-
-SoundFile::SoundFile(const AudioSource& source, SF_INFO& info) {
-  info = SF_INFO{};
-  if (source.in_memory) {
-    cursor_.bytes = source.bytes;
-    file_ = sf_open_virtual(&kBufferIo, SFM_READ, &info, &cursor_);
-  } else {
-    file_ = sf_open(source.name.c_str(), SFM_READ, &info);
+int64_t seek_buffer(void* opaque, int64_t offset, int whence) {
+  BufferCursor& c = *static_cast<BufferCursor*>(opaque);
+  const int64_t total = int64_t(c.bytes.size());
+  if (whence & AVSEEK_SIZE) return total;
+  int64_t base = 0;
+  switch (whence & ~AVSEEK_FORCE) {
+    case SEEK_SET: break;
+    case SEEK_CUR: base = c.pos; break;
+    case SEEK_END: base = total; break;
+    default: return AVERROR(EINVAL);
   }
-  if (!file_) {
-    error_ = sf_error(nullptr);
-    error_text_ = sf_strerror(nullptr);
+  // A damaged header can ask for any offset: no signed overflow, no negative position.
+  if (offset > 0 && base > std::numeric_limits<int64_t>::max() - offset) return AVERROR(EINVAL);
+  if (base + offset < 0) return AVERROR(EINVAL);
+  c.pos = base + offset;
+  return c.pos;
+}
+
+// The file descriptor rides in BufferCursor::pos's place: opaque is the fd + 1.
+int fd_of(void* opaque) { return int(reinterpret_cast<intptr_t>(opaque)) - 1; }
+
+int read_file(void* opaque, uint8_t* out, int size) {
+  for (;;) {
+    const ssize_t n = ::read(fd_of(opaque), out, size_t(size));
+    if (n > 0) return int(n);
+    if (n == 0) return AVERROR_EOF;
+    if (errno != EINTR) return AVERROR(errno);
   }
 }
 
-SoundFile::~SoundFile() {
-  if (file_) sf_close(file_);
+int64_t seek_file(void* opaque, int64_t offset, int whence) {
+  const int fd = fd_of(opaque);
+  if (whence & AVSEEK_SIZE) {
+    const off_t here = ::lseek(fd, 0, SEEK_CUR);
+    const off_t end = ::lseek(fd, 0, SEEK_END);
+    if (here < 0 || end < 0 || ::lseek(fd, here, SEEK_SET) < 0) return AVERROR(errno);
+    return end;
+  }
+  const off_t at = ::lseek(fd, off_t(offset), whence & ~AVSEEK_FORCE);
+  return at < 0 ? AVERROR(errno) : int64_t(at);
+}
+
+// Demuxers that would open another URL (HLS, DASH, concat, MOV references) get EPERM.
+int refuse_nested_open(AVFormatContext*, AVIOContext**, const char*, int, AVDictionary**) {
+  return AVERROR(EPERM);
+}
+
+}  // namespace
+
+void install_ffmpeg_log() {
+  static std::once_flag once;
+  std::call_once(once, [] { av_log_set_callback(keep_message); });
+}
+
+std::string take_ffmpeg_message() {
+  std::string text;
+  text.swap(t_last_message);
+  return text;
+}
+
+std::string ffmpeg_error_text(int code) {
+  char text[AV_ERROR_MAX_STRING_SIZE] = {};
+  av_strerror(code, text, sizeof(text));
+  return text;
+}
+
+MediaInput::MediaInput(const AudioSource& source) {
+  install_ffmpeg_log();
+  take_ffmpeg_message();
+  if (!open_io(source)) return;
+  const AVInputFormat* format = nullptr;
+  const int probed = av_probe_input_buffer2(io_, &format, "", nullptr, 0, 0);
+  if (probed < 0 || !format) {
+    const bool io_failed = probed != AVERROR_INVALIDDATA && probed != AVERROR_EOF && !source.in_memory;
+    fail(io_failed ? OpenFailure::kIo : OpenFailure::kUnrecognised,
+         io_failed ? ffmpeg_error_text(probed) : "format not recognised");
+    return;
+  }
+  probe_score_ = probed;
+  container_ = format->long_name ? format->long_name : format->name;
+  format_ = avformat_alloc_context();
+  if (!format_) {
+    fail(OpenFailure::kIo, "out of memory");
+    return;
+  }
+  format_->pb = io_;
+  format_->flags |= AVFMT_FLAG_CUSTOM_IO;
+  format_->io_open = refuse_nested_open;
+  int rc = avformat_open_input(&format_, "", format, nullptr);  // frees format_ on failure
+  if (rc >= 0) rc = avformat_find_stream_info(format_, nullptr);
+  if (rc < 0 && weakly_recognised()) fail(OpenFailure::kUnrecognised, "format not recognised");
+  else if (rc < 0) fail(OpenFailure::kDamaged, ffmpeg_error_text(rc));
+}
+
+bool MediaInput::open_io(const AudioSource& source) {
+  void* opaque = nullptr;
+  if (source.in_memory) {
+    cursor_.bytes = source.bytes;
+    opaque = &cursor_;
+  } else {
+    const int fd = ::open(source.name.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      fail(OpenFailure::kIo, std::strerror(errno));
+      return false;
+    }
+    opaque = reinterpret_cast<void*>(intptr_t(fd) + 1);
+  }
+  auto* buffer = static_cast<unsigned char*>(av_malloc(kIoBufferBytes));
+  if (buffer) {
+    io_ = source.in_memory
+              ? avio_alloc_context(buffer, kIoBufferBytes, 0, opaque, read_buffer, nullptr, seek_buffer)
+              : avio_alloc_context(buffer, kIoBufferBytes, 0, opaque, read_file, nullptr, seek_file);
+  }
+  if (!io_) {
+    av_free(buffer);
+    if (!source.in_memory) ::close(fd_of(opaque));
+    fail(OpenFailure::kIo, "out of memory");
+    return false;
+  }
+  return true;
+}
+
+// Keeps FFmpeg's own line when it logged one ("moov atom not found"): it says
+// more than the AVERROR code it returned.
+void MediaInput::fail(OpenFailure why, const std::string& text) {
+  if (format_) avformat_close_input(&format_);
+  failure_ = why;
+  const std::string logged = take_ffmpeg_message();
+  error_text_ = why == OpenFailure::kDamaged && !logged.empty() ? logged : text;
+}
+
+MediaInput::~MediaInput() {
+  if (format_) avformat_close_input(&format_);  // never closes io_ (AVFMT_FLAG_CUSTOM_IO)
+  if (io_) {
+    if (io_->read_packet == read_file) ::close(fd_of(io_->opaque));
+    av_freep(&io_->buffer);
+    avio_context_free(&io_);
+  }
 }
 
 }  // namespace corepool

@@ -1,16 +1,19 @@
-// open_validated(): the header checks of stage 1, for a path or a buffer alike.
-// For a path it asks the OS first (missing, permissions, directory) so those
-// reasons are exact, then libsndfile for the format. Peeks at a WAV's RIFF header
-// itself (in the file or the buffer) where libsndfile hides a problem (0 Hz
-// refused with a generic message; truncated data silently "fixed"). Only the
-// returned SoundFile outlives the call.
+// open_validated(): the checks of stage 1, for a path or a buffer alike. For a
+// path it asks the OS first (missing, permissions, directory) so those reasons
+// are exact, then FFmpeg for the format (MediaInput), the audio stream and the
+// codec (AudioDecoder). Only the returned decoder outlives the call.
 #include "audio/audio_validation.h"
 
+extern "C" {
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+}
+
 #include <fcntl.h>
-#include <sndfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -23,7 +26,8 @@ constexpr AudioErrorKind kNotAudio = AudioErrorKind::kNotAudio;
 constexpr AudioErrorKind kInvalid = AudioErrorKind::kInvalid;
 constexpr AudioErrorKind kIo = AudioErrorKind::kIo;
 
-// What a RIFF/WAVE header claims, read without libsndfile.
+// What a RIFF/WAVE header claims, read by us: FFmpeg refuses a 0 Hz WAV with a
+// generic message and clamps a truncated one's data size to what is there.
 struct RiffHeader {
   bool has_fmt = false;
   uint16_t format_tag = 0;
@@ -41,7 +45,7 @@ uint32_t le32(const unsigned char* p) {
 uint16_t le16(const unsigned char* p) { return uint16_t(p[0] | p[1] << 8); }
 
 // Random access to the source's raw bytes, for the header peek: the buffer, or
-// the file opened afresh (libsndfile's handle has its own position).
+// the file opened afresh (the demuxer's reader has its own position).
 class RawBytes {
  public:
   explicit RawBytes(const AudioSource& source) : source_(source) {
@@ -125,95 +129,157 @@ void check_source(const AudioSource& source) {
   if (source.bytes.empty()) throw AudioError(source.name, "empty (0 bytes)", kInvalid);
 }
 
-// libsndfile refused the file. It refuses a 0 Hz WAV with "SF_INFO struct
-// incomplete", which would send a user looking in the wrong place. Whatever
-// else it refuses is not audio to us, unless reading the file itself failed.
-[[noreturn]] void explain_open_failure(const AudioSource& source, const SoundFile& file) {
-  const std::string& name = source.name;
-  if (!source.in_memory && file.error() == SF_ERR_SYSTEM) {
-    throw AudioError(name, "cannot open (" + file.error_text() + ")", kIo);
+// The last `n` bytes of the source (fewer if it is shorter).
+std::string tail_bytes(const AudioSource& source, size_t n) {
+  if (source.in_memory) {
+    const std::string_view b = source.bytes;
+    return std::string(b.substr(b.size() > n ? b.size() - n : 0));
   }
-  RiffHeader h;
-  if (peek_riff(source, h) && h.has_fmt) {
-    if (h.sample_rate == 0) throw AudioError(name, "sample rate is 0 Hz", kInvalid);
-    if (h.channels == 0) throw AudioError(name, "header says 0 channels", kInvalid);
-  }
-  throw AudioError(name, "not an audio file (" + file.error_text() + ")", kNotAudio);
+  std::ifstream in(source.name, std::ios::binary | std::ios::ate);
+  const std::streamoff size = in ? std::streamoff(in.tellg()) : 0;
+  const std::streamoff from = size > std::streamoff(n) ? size - std::streamoff(n) : 0;
+  std::string bytes(size_t(size - from), '\0');
+  if (!in.seekg(from) || !in.read(bytes.data(), std::streamsize(bytes.size()))) return {};
+  return bytes;
 }
 
-void check_header(const std::string& name, const SF_INFO& sfi) {
-  if (sfi.samplerate == 0) throw AudioError(name, "sample rate is 0 Hz", kInvalid);
-  if (sfi.samplerate < kMinSampleRate || sfi.samplerate > kMaxSampleRate) {
-    throw AudioError(name, "sample rate " + std::to_string(sfi.samplerate) + " Hz is outside " +
+// An Ogg stream ends with a whole page flagged end-of-stream. FFmpeg reads a
+// cut one to its last whole page and takes that as the length, so a cut is
+// invisible to it; the last page says it. 64 kB holds the longest page (65307).
+bool ogg_end_missing(const AudioSource& source) {
+  const std::string tail = tail_bytes(source, 65536 + 27);
+  const size_t at = tail.rfind("OggS");
+  if (at == std::string::npos || tail.size() - at < 27) return true;
+  const auto* page = reinterpret_cast<const unsigned char*>(tail.data() + at);
+  const size_t segments = page[26];
+  if (tail.size() - at < 27 + segments) return true;
+  size_t length = 27 + segments;
+  for (size_t i = 0; i < segments; ++i) length += page[27 + i];
+  const bool end_of_stream = page[5] & 0x04;
+  return tail.size() - at < length || !end_of_stream;
+}
+
+// FFmpeg refused the file: not audio at all, or a damaged header of a format
+// it did recognise (an MP4 cut before its index: "moov atom not found").
+[[noreturn]] void explain_open_failure(const AudioSource& source, const MediaInput& input) {
+  const std::string& name = source.name;
+  switch (input.failure()) {
+    case OpenFailure::kIo: throw AudioError(name, "cannot read (" + input.error_text() + ")", kIo);
+    case OpenFailure::kDamaged: {
+      RiffHeader h;
+      if (peek_riff(source, h) && h.has_fmt) {
+        if (h.sample_rate == 0) throw AudioError(name, "sample rate is 0 Hz", kInvalid);
+        if (h.channels == 0) throw AudioError(name, "header says 0 channels", kInvalid);
+      }
+      throw AudioError(name, "damaged or truncated " + input.container() + " (" + input.error_text() + ")",
+                       kInvalid);
+    }
+    default: throw AudioError(name, "not an audio file (" + input.error_text() + ")", kNotAudio);
+  }
+}
+
+void check_header(const std::string& name, const AVCodecParameters& par) {
+  const int rate = par.sample_rate;
+  if (rate == 0) throw AudioError(name, "sample rate is 0 Hz", kInvalid);
+  if (rate < kMinSampleRate || rate > kMaxSampleRate) {
+    throw AudioError(name, "sample rate " + std::to_string(rate) + " Hz is outside " +
                                std::to_string(kMinSampleRate) + ".." +
                                std::to_string(kMaxSampleRate) + " Hz",
                      kInvalid);
   }
-  if (sfi.channels <= 0) throw AudioError(name, "header says 0 channels", kInvalid);
-  if (sfi.channels > kMaxChannels) {
-    throw AudioError(name, std::to_string(sfi.channels) + " channels (at most " +
+  const int channels = par.ch_layout.nb_channels;
+  if (channels <= 0) throw AudioError(name, "header says 0 channels", kInvalid);
+  if (channels > kMaxChannels) {
+    throw AudioError(name, std::to_string(channels) + " channels (at most " +
                                std::to_string(kMaxChannels) + " supported)",
                      kInvalid);
   }
-  if (sfi.frames <= 0) throw AudioError(name, "no audio frames (empty)", kInvalid);
-  // libsndfile's "length unknown". For a regular file or a buffer that means the
-  // end is missing (seen with truncated Ogg): no length to check the decode against.
-  if (sfi.frames == SF_COUNT_MAX) {
-    throw AudioError(name, "length unknown (truncated or damaged)", kInvalid);
+}
+
+// The length the container states. Exact only where it is written in a header
+// (WAV's data size, FLAC's STREAMINFO, MP4's index, an MP3's Xing frame count);
+// a length guessed from the bitrate, or read off the last page, is no basis
+// for calling a file truncated.
+void fill_length(const AVFormatContext& format, const AVStream& st, AudioInfo& info) {
+  const int rate = info.sample_rate;
+  if (st.duration != AV_NOPTS_VALUE && st.duration >= 0) {
+    info.frames = av_rescale_q(st.duration, st.time_base, {1, rate});
+  } else if (format.duration != AV_NOPTS_VALUE && format.duration >= 0) {
+    info.frames = av_rescale(format.duration, rate, AV_TIME_BASE);
   }
+  info.frames_exact = format.duration_estimation_method == AVFMT_DURATION_FROM_STREAM &&
+                      st.duration != AV_NOPTS_VALUE;
+  const AVCodecDescriptor* codec = avcodec_descriptor_get(st.codecpar->codec_id);
+  const bool lossless = codec && (codec->props & AV_CODEC_PROP_LOSSLESS);
+  // A lossy codec's stated length may count its encoder delay and padding
+  // (an MP3's Xing count: about two frames more than it decodes to).
+  const int64_t frame = std::max(st.codecpar->frame_size, 1152);
+  info.frames_slack = lossless ? 0 : 4 * frame + std::max(st.codecpar->initial_padding, 0);
 }
 
-// libsndfile clamps a WAV's data size to what the file holds, so a truncated
-// WAV would look whole and AudioStream could never notice. Report the frames
-// the header claims instead. Only for PCM/float, where block_align is one
-// frame, and not for the 0 / 0xFFFFFFFF sizes streaming writers leave behind.
-int64_t header_frames(const AudioSource& source, const SF_INFO& sfi) {
-  if ((sfi.format & SF_FORMAT_TYPEMASK) != SF_FORMAT_WAV) return sfi.frames;
+// The frames a WAV's data chunk claims (FFmpeg clamps them to what the file
+// holds, so a truncated WAV would look whole). Only for PCM/float, where
+// block_align is one frame, and not for the 0xFFFFFFFF size streaming writers
+// leave behind; -1 when that does not apply.
+int64_t riff_claimed_frames(const AudioSource& source) {
   RiffHeader h;
-  if (!peek_riff(source, h) || !h.has_fmt || !h.has_data || h.block_align == 0) return sfi.frames;
+  if (!peek_riff(source, h) || !h.has_fmt || !h.has_data || h.block_align == 0) return -1;
   const bool frame_aligned = h.format_tag == 1 || h.format_tag == 3 || h.format_tag == 0xFFFE;
-  if (!frame_aligned || h.data_bytes == 0 || h.data_bytes == 0xFFFFFFFFu) return sfi.frames;
-  const int64_t claimed = int64_t(h.data_bytes / h.block_align);
-  return claimed > sfi.frames ? claimed : sfi.frames;
+  if (!frame_aligned || h.data_bytes == 0xFFFFFFFFu) return -1;
+  return int64_t(h.data_bytes / h.block_align);
 }
 
-// "WAV (Microsoft) / Signed 16 bit PCM", from libsndfile's own format names.
-std::string describe_format(SNDFILE* file, int format) {
-  SF_FORMAT_INFO major{};
-  SF_FORMAT_INFO sub{};
-  major.format = format & SF_FORMAT_TYPEMASK;
-  sub.format = format & SF_FORMAT_SUBMASK;
-  const bool has_major = sf_command(file, SFC_GET_FORMAT_INFO, &major, sizeof(major)) == 0;
-  const bool has_sub = sf_command(file, SFC_GET_FORMAT_INFO, &sub, sizeof(sub)) == 0;
-  std::string text = has_major && major.name ? major.name : "unknown format";
-  if (has_sub && sub.name) text += std::string(" / ") + sub.name;
+std::string describe_format(const MediaInput& input, const AVCodecParameters& par) {
+  const AVCodecDescriptor* codec = avcodec_descriptor_get(par.codec_id);
+  std::string text = input.container();
+  text += " / ";
+  text += codec && codec->long_name ? codec->long_name : avcodec_get_name(par.codec_id);
   return text;
+}
+
+// Where a container states its length better than FFmpeg reports it: a WAV's
+// data chunk (FFmpeg clamps it to the bytes present) and an Ogg's last page
+// (FFmpeg takes the last whole page as the end).
+void check_length(const AudioSource& source, const std::string& container, AudioInfo& info) {
+  if (container == "wav") {
+    const int64_t claimed = riff_claimed_frames(source);
+    if (claimed >= 0 && (claimed > info.frames || claimed == 0)) {
+      info.frames = claimed;
+      info.frames_exact = true;
+    }
+  }
+  if (info.frames_exact && info.frames == 0) throw AudioError(source.name, "no audio frames (empty)", kInvalid);
+  if (container == "ogg" && ogg_end_missing(source)) {
+    throw AudioError(source.name, "truncated (the Ogg stream has no end-of-stream page)", kInvalid);
+  }
 }
 
 }  // namespace
 
-ValidatedAudio open_validated(const AudioSource& source) {
+ValidatedAudio open_validated(const AudioSource& source, int audio_stream) {
   check_source(source);
-  SF_INFO sfi{};
-  auto file = std::make_unique<SoundFile>(source, sfi);
-  if (!file->get()) explain_open_failure(source, *file);
-  check_header(source.name, sfi);
-
+  auto input = std::make_unique<MediaInput>(source);
+  if (!input->get()) explain_open_failure(source, *input);
+  const MediaInput& in = *input;
   ValidatedAudio validated;
-  validated.info.sample_rate = sfi.samplerate;
-  validated.info.channels = sfi.channels;
-  validated.info.frames = header_frames(source, sfi);
-  validated.info.format = describe_format(file->get(), sfi.format);
-  validated.file = std::move(file);
+  validated.decoder = std::make_unique<AudioDecoder>(std::move(input), source.name, audio_stream, source.in_memory);
+  const AVStream& st = validated.decoder->stream();
+  check_header(source.name, *st.codecpar);
+  AudioInfo& info = validated.info;
+  info.sample_rate = st.codecpar->sample_rate;
+  info.channels = st.codecpar->ch_layout.nb_channels;
+  fill_length(*in.get(), st, info);
+  check_length(source, in.get()->iformat->name, info);
+  info.format = describe_format(in, *st.codecpar);
   return validated;
 }
 
-AudioInfo validate_audio(const std::string& path) {
-  return open_validated(AudioSource::file(path)).info;
+AudioInfo validate_audio(const std::string& path, int audio_stream) {
+  return open_validated(AudioSource::file(path), audio_stream).info;
 }
 
-AudioInfo validate_audio_bytes(const std::string& name, std::string_view bytes) {
-  return open_validated(AudioSource::memory(name, bytes)).info;
+AudioInfo validate_audio_bytes(const std::string& name, std::string_view bytes, int audio_stream) {
+  return open_validated(AudioSource::memory(name, bytes), audio_stream).info;
 }
 
 }  // namespace corepool

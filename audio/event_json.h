@@ -1,12 +1,17 @@
 // The JSON form of a tagging result, shared by `corepool batch` (one line per
 // event) and `POST /v1/audio:tag` (an array), so that both say the same thing
-// to the same precision: times to the millisecond, scores to 1e-4.
+// to the same precision: times to the millisecond, scores to 1e-4. Also what
+// decoding skipped (AudioStream::skipped()), as JSON and as one readable line.
 #pragma once
 
 #include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "audio/audio_decoder.h"
 #include "audio/events.h"
 
 namespace corepool {
@@ -16,6 +21,29 @@ inline double rounded(double v, double scale) { return std::round(v * scale) / s
 inline nlohmann::json event_json(const Event& e) {
   return {{"start", rounded(e.start, 1e3)}, {"end", rounded(e.end, 1e3)}, {"label", e.label},
           {"score", rounded(e.score, 1e4)}};
+}
+
+// {"seconds": 0.288, "at": [29.99]}: how much audio was read as silence, and where.
+inline nlohmann::json skipped_json(const std::vector<SkippedStretch>& skipped) {
+  double total = 0;
+  nlohmann::json at = nlohmann::json::array();
+  for (const auto& s : skipped) {
+    total += s.seconds;
+    at.push_back(rounded(s.at_seconds, 1e3));
+  }
+  return {{"seconds", rounded(total, 1e3)}, {"at", at}};
+}
+
+// "undecodable, read as silence: 0.29 s at t = 29.99 s, 2.04 s at t = 41.20 s"
+inline std::string skipped_text(const std::vector<SkippedStretch>& skipped) {
+  std::string text = "undecodable, read as silence:";
+  char item[96];
+  for (size_t i = 0; i < skipped.size(); ++i) {
+    std::snprintf(item, sizeof(item), "%s %.2f s at t = %.2f s", i ? "," : "", skipped[i].seconds,
+                  skipped[i].at_seconds);
+    text += item;
+  }
+  return text;
 }
 
 }  // namespace corepool

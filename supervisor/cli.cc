@@ -55,6 +55,8 @@ void add_batch_command(CLI::App& app, Cli& cli) {
   batch->add_flag("--no-progress", cli.no_progress, "never draw the progress bar");
   batch->add_option("--format", cli.format, "with --out -: jsonl (default) or timeline (one readable line per event)")
       ->check(CLI::IsMember({"jsonl", "timeline"}));
+  batch->add_option("--audio-stream", cli.audio_stream, "which audio stream of each input, from 0 (default: the first)")
+      ->check(CLI::Range(0, 1000));
   batch->add_option("--shard", cli.shard,
                     "I/N: process shard I (0..N-1) of N; default from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX");
   add_input_flags(batch, cli);

@@ -26,6 +26,7 @@ struct Cli {
   std::map<std::string, std::string> config_flags;
   bool no_progress = false;
   std::string format = "jsonl";
+  int audio_stream = 0;  // batch --audio-stream
   std::vector<std::string> paths;
   std::string shard;
   std::string manifest;

@@ -65,6 +65,7 @@ std::optional<BatchOptions> batch_options(const Config& cfg, const Cli& cli) {
   batch.force = cfg.force;
   batch.progress = !cli.no_progress && ::isatty(STDERR_FILENO);
   batch.timeline = cli.format == "timeline";
+  batch.audio_stream = cli.audio_stream;
   return batch;
 }
 

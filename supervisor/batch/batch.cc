@@ -55,6 +55,7 @@ struct FileJob {
   size_t event_count = 0;
   bool reading_done = false;
   std::string error;  // non-empty: the file failed
+  json skipped;       // non-null: stretches decoded as silence (skipped_json)
   Clock::time_point started = Clock::now();
 };
 
@@ -78,7 +79,7 @@ class BatchRun {
   uint64_t open_job(const BatchInput& input, const std::string& out_path);  // "" = stdout
   void write(FileJob& job, json line);
   void submit(uint64_t id, Segment& segment, Executor& executor);
-  void end_reading(uint64_t id, uint64_t total, double duration, const std::string& error);
+  void end_reading(uint64_t id, uint64_t total, double duration, const std::string& error, json skipped);
   void maybe_finish(uint64_t id);  // requires mu_
   void commit(FileJob& job);       // on committer_, without mu_
   void finish_ok(FileJob& job);    // on committer_, without mu_
@@ -153,7 +154,8 @@ void BatchRun::flush_opening(Executor& executor) {
 void BatchRun::process(const BatchInput& input, Executor& executor) {
   uint64_t id = 0;
   try {
-    AudioStream stream(input.path, model_.sample_rate);  // validates before any output exists
+    // Validates before any output exists.
+    AudioStream stream(input.path, model_.sample_rate, 32768, options_.audio_stream);
     // Checked again here, just before the file is created: the tree may have changed.
     id = open_job(input, options_.out_dir == "-" ? "" : result_path(options_.out_dir, input.relative));
     Segmenter segmenter(model_.segment_samples(), model_.hop_samples());
@@ -170,17 +172,24 @@ void BatchRun::process(const BatchInput& input, Executor& executor) {
     } catch (const std::exception& e) {
       error = e.what();
     }
+    json skipped;
+    if (!stream.skipped().empty()) {
+      skipped = skipped_json(stream.skipped());
+      progress_.print_line("warning: " + input.path + ": " + skipped_text(stream.skipped()));
+    }
     end_reading(id, segmenter.segments_emitted(),
-                static_cast<double>(segmenter.samples_pushed()) / model_.sample_rate, error);
+                static_cast<double>(segmenter.samples_pushed()) / model_.sample_rate, error, std::move(skipped));
   } catch (const std::exception& e) {  // validation or result-file creation failed
     fail_input(input.relative, e.what());
   }
 }
 
-void BatchRun::end_reading(uint64_t id, uint64_t total, double duration, const std::string& error) {
+void BatchRun::end_reading(uint64_t id, uint64_t total, double duration, const std::string& error,
+                           json skipped) {
   std::lock_guard<std::mutex> lock(mu_);
   FileJob& job = *jobs_.at(id);
   job.reading_done = true;
+  job.skipped = std::move(skipped);
   job.total_segments = total;
   job.duration = duration;
   if (job.error.empty()) job.error = error;
@@ -247,12 +256,13 @@ void BatchRun::commit(FileJob& job) {
 void BatchRun::finish_ok(FileJob& job) {
   job.events->finish(job.total_segments, job.duration);
   const double wall = std::chrono::duration<double>(Clock::now() - job.started).count();
-  write(job, {{"summary",
-               {{"duration", rounded(job.duration, 1e3)},
-                {"segments", job.total_segments},
-                {"events", job.event_count},
-                {"wall_seconds", rounded(wall, 1e3)},
-                {"x_realtime", rounded(wall > 0 ? job.duration / wall : 0.0, 1e1)}}}});
+  json summary = {{"duration", rounded(job.duration, 1e3)},
+                  {"segments", job.total_segments},
+                  {"events", job.event_count},
+                  {"wall_seconds", rounded(wall, 1e3)},
+                  {"x_realtime", rounded(wall > 0 ? job.duration / wall : 0.0, 1e1)}};
+  if (!job.skipped.is_null()) summary["skipped"] = job.skipped;
+  write(job, {{"summary", std::move(summary)}});
   if (job.out) job.out->commit();
 }
 
@@ -264,11 +274,11 @@ void BatchRun::fail_input(const std::string& key, const std::string& message) {
   progress_.file_done();
 }
 
-double total_audio_seconds(const std::vector<BatchInput>& inputs) {
+double total_audio_seconds(const std::vector<BatchInput>& inputs, int audio_stream) {
   double total = 0;
   for (const auto& in : inputs) {
     try {
-      total += validate_audio(in.path).duration_seconds();
+      total += validate_audio(in.path, audio_stream).duration_seconds();
     } catch (const AudioError&) {
       // reported when the file's turn comes
     }
@@ -348,7 +358,7 @@ BatchStats run_batch(const BatchOptions& options, const ModelConfig& model,
     todo.push_back(in);
   }
   Progress progress(options.progress, todo.size(),
-                    options.progress ? total_audio_seconds(todo) : 0.0);
+                    options.progress ? total_audio_seconds(todo, options.audio_stream) : 0.0);
   BatchRun run(options, model, progress);
   for (const auto& e : list.errors) run.fail_input(e.key, e.message);
   Clock::time_point ready, drained;

@@ -26,6 +26,7 @@ struct BatchOptions {
   bool force = false;              // redo inputs whose result is complete
   bool progress = false;           // draw the progress bar on stderr
   bool timeline = false;           // with out_dir "-": human-readable lines (timeline.h), not JSON
+  int audio_stream = 0;            // which audio stream of each input (0 = the first)
 };
 
 struct BatchStats {

@@ -70,8 +70,11 @@ void expand_one(const std::string& arg, std::vector<BatchInput>& found, Errors& 
 }  // namespace
 
 bool has_audio_extension(const std::string& path) {
-  static const std::set<std::string> kExtensions = {".wav", ".wave", ".flac", ".ogg", ".oga", ".opus",
-                                                    ".aif", ".aiff", ".au", ".snd", ".caf", ".w64", ".mp3"};
+  // What FFmpeg reads that holds audio; a directory's other files are skipped.
+  static const std::set<std::string> kExtensions = {
+      ".wav", ".wave", ".flac", ".ogg", ".oga", ".opus", ".aif", ".aiff", ".au", ".snd", ".caf", ".w64",
+      ".mp3", ".m4a", ".m4b", ".aac", ".mp4", ".mov", ".mkv", ".mka", ".webm", ".amr", ".wma", ".wmv",
+      ".asf", ".ac3", ".mp2", ".wv", ".ape", ".spx", ".3gp", ".avi", ".ts"};
   std::string ext = fs::path(path).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
   return kExtensions.count(ext) > 0;

@@ -1,6 +1,7 @@
 // libFuzzer target: bytes as an uploaded audio file (a /v1/audio:tag request
 // body) through validate_audio_bytes and AudioStream's in-memory decoding
-// (libsndfile virtual I/O, downmix, resampling to 16 kHz). Bad audio must end
+// (FFmpeg's demuxers and decoders over an AVIOContext on the buffer, downmix,
+// resampling to 16 kHz). Bad audio must end
 // in an AudioError, never a crash, a read outside the buffer, a leak or UB;
 // decoded samples must be finite.
 #include <cmath>
@@ -41,7 +42,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const corepool::AudioInfo info = corepool::validate_audio_bytes("request body", *bytes);
     if (info.sample_rate < corepool::kMinSampleRate || info.sample_rate > corepool::kMaxSampleRate ||
-        info.channels < 1 || info.channels > corepool::kMaxChannels || info.frames < 1) {
+        info.channels < 1 || info.channels > corepool::kMaxChannels || info.frames < 0 ||
+        (info.frames_exact && info.frames < 1)) {  // 0 frames: a length the container does not state
       corepool::fuzz::fail("validate_audio_bytes accepted a header outside its limits");
     }
   } catch (const corepool::AudioError&) {

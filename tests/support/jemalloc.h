@@ -14,26 +14,12 @@
 #include <string>
 
 #include "tests/support/process.h"
+#include "tests/support/sanitized.h"
 #include "tests/support/temp_dir.h"
 
 // Sanitizer builds replace malloc themselves: a preloaded jemalloc is mapped
-// and answers mallctl, but malloc and free are the sanitizer's. GCC says so
-// with __SANITIZE_*__, clang (make test-long) with __has_feature.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define COREPOOL_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define COREPOOL_TEST_SANITIZED 1
-#endif
-#endif
-
+// and answers mallctl, but malloc and free are the sanitizer's (kSanitized).
 namespace corepool::testing {
-
-#ifdef COREPOOL_TEST_SANITIZED
-inline constexpr bool kSanitized = true;
-#else
-inline constexpr bool kSanitized = false;
-#endif
 
 // A child can run on jemalloc: it is installed and this is no sanitizer build.
 inline bool jemalloc_usable() { return !kSanitized && std::filesystem::exists(COREPOOL_JEMALLOC_LIBRARY); }

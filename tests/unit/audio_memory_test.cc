@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/sanitized.h"
 #include "tests/support/scratch_dir_test.h"
 #include "tools/audio_synth.h"
 #include "audio/audio_stream.h"
@@ -184,23 +185,11 @@ TEST_P(AudioMemoryFormatTest, BufferGivesTheSameInfoAndSamplesAsTheFileOnDisk) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AudioMemory, AudioMemoryFormatTest,
-                         ::testing::Values(FormatCase{"wav", "16 bit PCM"},
-                                           FormatCase{"wavf", "32 bit float"},
+                         ::testing::Values(FormatCase{"wav", "PCM signed 16-bit"},
+                                           FormatCase{"wavf", "PCM 32-bit floating point"},
                                            FormatCase{"flac", "FLAC"},
                                            FormatCase{"ogg", "Vorbis"}),
                          [](const auto& info) { return std::string(info.param.format); });
-
-// The formats a client may send, as Debian's libsndfile builds them.
-TEST_F(AudioMemoryTest, LibsndfileHereHandlesFlacVorbisAndOpus) {
-  SF_INFO sfi{};
-  sfi.samplerate = 48000;
-  sfi.channels = 1;
-  for (int format : {SF_FORMAT_FLAC | SF_FORMAT_PCM_16, SF_FORMAT_OGG | SF_FORMAT_VORBIS,
-                     SF_FORMAT_OGG | SF_FORMAT_OPUS}) {
-    sfi.format = format;
-    EXPECT_TRUE(sf_format_check(&sfi)) << std::hex << format;
-  }
-}
 
 // Opus is written here directly: synth has no Opus writer.
 TEST_F(AudioMemoryTest, OpusBufferGivesTheSameSamplesAsTheFileOnDisk) {
@@ -242,10 +231,10 @@ TEST_F(AudioMemoryTest, RandomBytesAreNotAudio) {
   expect_error(decode_bytes(bytes), AudioErrorKind::kNotAudio, "not an audio file (");
 }
 
-TEST_F(AudioMemoryTest, TextIsNotAudioAndQuotesLibsndfile) {
+TEST_F(AudioMemoryTest, TextIsNotAudioAndSaysNoFormatWasRecognised) {
   const std::string text = "{\"audio\": \"base64 would go here\"}\n";
   const Outcome o = decode_bytes(text);
-  expect_error(o, AudioErrorKind::kNotAudio, "not an audio file (Format not recognised");
+  expect_error(o, AudioErrorKind::kNotAudio, "not an audio file (format not recognised");
   EXPECT_EQ(validate_bytes(text).message, o.message);
 }
 
@@ -277,7 +266,7 @@ TEST_P(AudioMemoryDamagedTest, FailsWithItsKindAndReasonAsOnDisk) {
 INSTANTIATE_TEST_SUITE_P(
     AudioMemory, AudioMemoryDamagedTest,
     ::testing::Values(
-        DamagedCase{"not_audio.wav", AudioErrorKind::kNotAudio, "not an audio file (Format"},
+        DamagedCase{"not_audio.wav", AudioErrorKind::kNotAudio, "not an audio file (format not recognised)"},
         DamagedCase{"empty.wav", AudioErrorKind::kInvalid, "no audio frames (empty)"},
         DamagedCase{"zero_rate.wav", AudioErrorKind::kInvalid, "sample rate is 0 Hz"},
         DamagedCase{"many_channels.wav", AudioErrorKind::kInvalid,
@@ -486,7 +475,12 @@ TEST_F(AudioMemoryTest, LongBufferStreamsInBoundedMemory) {
   }
   const long growth_kb = status_kb("VmHWM") - rss_before;
   EXPECT_EQ(samples, int64_t(8000) * 1800);
-  EXPECT_LT(growth_kb, 20 * 1024) << "streaming grew memory by " << growth_kb << " kB";
+  // ASan keeps freed blocks in quarantine (up to 256 MB) and FFmpeg allocates
+  // a packet at a time, so under ASan RSS measures the sanitizer: the plain
+  // build checks the bound (all pass under ASan with quarantine_size_mb=0).
+  if (!corepool::testing::kSanitized) {
+    EXPECT_LT(growth_kb, 20 * 1024) << "streaming grew memory by " << growth_kb << " kB";
+  }
 }
 
 }  // namespace

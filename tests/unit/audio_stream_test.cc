@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/sanitized.h"
 #include "tests/support/scratch_dir_test.h"
 #include "tools/audio_synth.h"
 #include "audio/segmenter.h"
@@ -266,6 +267,9 @@ Streamed stream_through_segmenter(const std::string& file, int target_rate, size
   return result;
 }
 
+// Not checked under ASan: it keeps freed blocks in quarantine (up to 256 MB)
+// and FFmpeg allocates a packet at a time, so RSS measures the sanitizer there
+// (all pass under ASan with quarantine_size_mb=0); the plain build checks it.
 constexpr long kMemoryBoundKb = 20 * 1024;
 
 // 3 h at 8 kHz PCM16 (~173 MB), streamed at its own rate: the long-file case.
@@ -285,8 +289,10 @@ TEST_F(AudioStreamTest, ThreeHourFileIsWrittenAndStreamedInBoundedMemory) {
   EXPECT_LT(write_growth, kMemoryBoundKb) << "writing grew memory by " << write_growth << " kB";
 
   const Streamed got = stream_through_segmenter(file, kRate, kRate, kRate / 2);
-  EXPECT_LT(got.peak_growth_kb, kMemoryBoundKb)
-      << "streaming grew memory by " << got.peak_growth_kb << " kB";
+  if (!corepool::testing::kSanitized) {  // see kMemoryBoundKb
+    EXPECT_LT(got.peak_growth_kb, kMemoryBoundKb)
+        << "streaming grew memory by " << got.peak_growth_kb << " kB";
+  }
   const int64_t frames = int64_t(3) * 3600 * kRate;
   EXPECT_EQ(got.frames, frames);
   EXPECT_EQ(got.segments, uint64_t(frames / (kRate / 2) - 1));  // last hop is fully covered
@@ -303,8 +309,10 @@ TEST_F(AudioStreamTest, ResampledLongFileStreamsInBoundedMemory) {
   synth::write_audio(file, spec);
 
   const Streamed got = stream_through_segmenter(file, 16000, 16000, 16000);
-  EXPECT_LT(got.peak_growth_kb, kMemoryBoundKb)
-      << "streaming grew memory by " << got.peak_growth_kb << " kB";
+  if (!corepool::testing::kSanitized) {  // see kMemoryBoundKb
+    EXPECT_LT(got.peak_growth_kb, kMemoryBoundKb)
+        << "streaming grew memory by " << got.peak_growth_kb << " kB";
+  }
   EXPECT_EQ(got.frames, int64_t(600) * 44100);
   EXPECT_NEAR(double(got.segments), 600.0, 1.0);  // output is 600 s +- a few samples
 }

@@ -99,11 +99,11 @@ TEST_F(AudioValidationTest, UnreadableFileIsReportedAsPermissionDenied) {
       << "child saw no 'permission denied' of kind kIo (3: setuid failed)";
 }
 
-TEST_F(AudioValidationTest, TextFileIsNotAudioAndQuotesLibsndfile) {
+TEST_F(AudioValidationTest, TextFileIsNotAudioAndSaysNoFormatWasRecognised) {
   const std::string file = damaged("not_audio.wav");
   const std::string message = error_of(file);
   expect_reason(message, file, "not an audio file");
-  EXPECT_THAT(message, HasSubstr("(Format not recognised"));
+  EXPECT_THAT(message, HasSubstr("(format not recognised"));
 }
 
 TEST_F(AudioValidationTest, ZeroByteFileIsReportedAsEmpty) {
@@ -135,7 +135,7 @@ TEST_F(AudioValidationTest, FortyChannelsAreMoreThanSupported) {
   expect_reason(error_of(file), file, "40 channels (at most 32 supported)");
 }
 
-// Vorbis cut in half: libsndfile cannot find the last page, so no length.
+// Vorbis cut in half: its last page, flagged end-of-stream, is missing.
 TEST_F(AudioValidationTest, OggWithoutItsEndIsRejectedAsTruncated) {
   const std::string whole = path("whole.ogg");
   synth::FileSpec spec;
@@ -215,8 +215,8 @@ TEST_P(AudioValidationFormatTest, GoodFileReportsItsRateChannelsAndFrames) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AudioValidation, AudioValidationFormatTest,
-                         ::testing::Values(FormatCase{"wav", "16 bit PCM"},
-                                           FormatCase{"wavf", "32 bit float"},
+                         ::testing::Values(FormatCase{"wav", "PCM signed 16-bit"},
+                                           FormatCase{"wavf", "PCM 32-bit floating point"},
                                            FormatCase{"flac", "FLAC"},
                                            FormatCase{"ogg", "Vorbis"}),
                          [](const auto& info) { return std::string(info.param.format); });

@@ -1,0 +1,293 @@
+// AudioDecoder: demux -> decode -> float, with damage turned into counted
+// silence. The gap rule works from timestamps, so it covers both ways a damaged
+// stretch shows: the codec refuses a packet (send/receive fails), or the
+// demuxer resynchronises past garbage (an MP3 frame header destroyed) and the
+// next frame simply starts later than the last one ended. Codec threads are
+// off (thread_count 1): no thread of FFmpeg's outlives a read(), so a process
+// may fork after decoding.
+#include "audio/audio_decoder.h"
+
+extern "C" {
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libavutil/samplefmt.h>
+}
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+#include "audio/audio_error.h"
+
+namespace corepool {
+namespace {
+
+// One append of silence at most, so a long skipped stretch costs no memory.
+constexpr int64_t kMaxGapChunk = 4096;
+// A jump further than this is a broken timestamp, not lost audio: not filled.
+constexpr double kMaxGapSeconds = 600;
+
+std::string fixed(double v, int digits) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.*f", digits, v);
+  return text;
+}
+
+template <typename T>
+float to_float(T v);
+template <> float to_float(uint8_t v) { return (float(v) - 128.0f) / 128.0f; }
+template <> float to_float(int16_t v) { return float(v) / 32768.0f; }
+template <> float to_float(int32_t v) { return float(double(v) / 2147483648.0); }
+template <> float to_float(int64_t v) { return float(double(v) / 9223372036854775808.0); }
+template <> float to_float(float v) { return v; }
+template <> float to_float(double v) { return float(v); }
+
+// Interleaved or planar samples of type T -> interleaved float at `out`.
+template <typename T>
+void convert(const AVFrame& f, bool planar, int channels, float* out) {
+  const int n = f.nb_samples;
+  if (!planar) {
+    const T* in = reinterpret_cast<const T*>(f.extended_data[0]);
+    for (int i = 0; i < n * channels; ++i) out[i] = to_float(in[i]);
+    return;
+  }
+  for (int c = 0; c < channels; ++c) {
+    const T* in = reinterpret_cast<const T*>(f.extended_data[c]);
+    for (int i = 0; i < n; ++i) out[size_t(i) * size_t(channels) + size_t(c)] = to_float(in[i]);
+  }
+}
+
+}  // namespace
+
+AudioDecoder::AudioDecoder(std::unique_ptr<MediaInput> input, std::string name, int audio_index,
+                           bool in_memory)
+    : name_(std::move(name)), in_memory_(in_memory), input_(std::move(input)) {
+  select_stream(audio_index);
+  open_codec();
+  packet_holder_.reset(packet_ = av_packet_alloc());
+  frame_holder_.reset(frame_ = av_frame_alloc());
+  if (!packet_ || !frame_) throw AudioError(name_, "out of memory opening the decoder");
+}
+
+AudioDecoder::~AudioDecoder() = default;
+
+void AudioDecoder::FreeCodec::operator()(AVCodecContext* c) const { avcodec_free_context(&c); }
+void AudioDecoder::FreePacket::operator()(AVPacket* p) const { av_packet_free(&p); }
+void AudioDecoder::FreeFrame::operator()(AVFrame* f) const { av_frame_free(&f); }
+
+// The other streams are discarded in the demuxer: a video track's packets are
+// skipped over, never read into memory.
+void AudioDecoder::select_stream(int audio_index) {
+  AVFormatContext* format = input_->get();
+  int audio = 0, video = 0, other = 0;
+  for (unsigned i = 0; i < format->nb_streams; ++i) {
+    AVStream* st = format->streams[i];
+    st->discard = AVDISCARD_ALL;
+    const AVMediaType type = st->codecpar->codec_type;
+    if (type == AVMEDIA_TYPE_AUDIO) {
+      if (audio++ == audio_index) stream_ = st;
+    } else if (type == AVMEDIA_TYPE_VIDEO) {
+      ++video;
+    } else {
+      ++other;
+    }
+  }
+  if (audio == 0) {
+    std::string has = video > 0 ? std::to_string(video) + " video stream" + (video == 1 ? "" : "s") : "";
+    if (other > 0) has += (has.empty() ? "" : " and ") + std::to_string(other) + " other stream" + (other == 1 ? "" : "s");
+    throw AudioError(name_, "not an audio file (no audio stream; " + input_->container() +
+                                (has.empty() ? " with no streams" : " with " + has) + ")",
+                     AudioErrorKind::kNotAudio);
+  }
+  if (!stream_) {
+    throw AudioError(name_, "no audio stream " + std::to_string(audio_index) + ": the file has " +
+                                std::to_string(audio) + " audio stream" + (audio == 1 ? "" : "s") +
+                                " (--audio-stream 0.." + std::to_string(audio - 1) + ")");
+  }
+  stream_->discard = AVDISCARD_DEFAULT;
+}
+
+void AudioDecoder::open_codec() {
+  const AVCodecParameters* par = stream_->codecpar;
+  const AVCodec* codec = avcodec_find_decoder(par->codec_id);
+  if (!codec) {
+    throw AudioError(name_, std::string("no decoder for the audio codec '") + avcodec_get_name(par->codec_id) + "'");
+  }
+  codec_holder_.reset(codec_ = avcodec_alloc_context3(codec));
+  if (!codec_ || avcodec_parameters_to_context(codec_, par) < 0) {
+    throw AudioError(name_, "cannot set up the decoder");
+  }
+  codec_->pkt_timebase = stream_->time_base;
+  codec_->thread_count = 1;
+  take_ffmpeg_message();
+  const int rc = avcodec_open2(codec_, codec, nullptr);
+  if (rc < 0) {
+    const std::string logged = take_ffmpeg_message();
+    throw AudioError(name_, std::string("cannot open the ") + codec->name + " decoder (" +
+                                (logged.empty() ? ffmpeg_error_text(rc) : logged) + ")");
+  }
+  channels_ = par->ch_layout.nb_channels;
+}
+
+size_t AudioDecoder::read(std::vector<float>& out) {
+  for (;;) {
+    if (gap_left_ > 0) return append_gap(out);
+    if (ended_) return 0;
+    const int rc = avcodec_receive_frame(codec_, frame_);
+    if (rc == 0) {
+      account(*frame_);
+      if (gap_left_ > 0) continue;  // the silence first; the frame stays in frame_
+      return append_frame(out);
+    }
+    if (rc == AVERROR_EOF) {
+      ended_ = true;
+      if (error_pending_) {  // no frame after it: the data ends in damage
+        ended_damaged_ = true;
+        end_reason_ = "undecodable packet at t = " + fixed(error_at_, 2) + " s";
+      }
+      error_pending_ = false;
+      return 0;
+    }
+    if (rc != AVERROR(EAGAIN)) {
+      note_undecodable();
+      continue;
+    }
+    if (!feed() && !draining_) {
+      draining_ = true;
+      avcodec_send_packet(codec_, nullptr);
+    }
+  }
+}
+
+// A read error of a file is the file system's; anything else ending the data
+// early (a partial packet, a demuxer that lost sync for good) is damage.
+bool AudioDecoder::feed() {
+  if (draining_) return false;
+  for (;;) {
+    const int rc = av_read_frame(input_->get(), packet_);
+    if (rc < 0) {
+      const bool io = !in_memory_ && rc == AVERROR(EIO);
+      if (io) throw AudioError(name_, "read error (" + ffmpeg_error_text(rc) + ")", AudioErrorKind::kIo);
+      if (rc != AVERROR_EOF) {
+        ended_damaged_ = true;
+        const std::string logged = take_ffmpeg_message();
+        end_reason_ = logged.empty() ? ffmpeg_error_text(rc) : logged;
+      }
+      return false;
+    }
+    if (packet_->stream_index != stream_->index) {
+      av_packet_unref(packet_);
+      continue;
+    }
+    if (packet_->flags & AV_PKT_FLAG_CORRUPT) {
+      ended_damaged_ = true;  // cleared again if more data follows
+      end_reason_ = "a partial or corrupt packet";
+    } else {
+      ended_damaged_ = false;
+    }
+    remember_packet();
+    const int sent = avcodec_send_packet(codec_, packet_);
+    if (sent < 0 && sent != AVERROR(EAGAIN)) note_undecodable();
+    av_packet_unref(packet_);
+    return true;
+  }
+}
+
+// The time and length of the packet going into the codec, for a refusal. Its
+// length is the larger of its duration and its size at the stream's bitrate:
+// an MP3 parser hands over a stretch of garbage as one packet of one frame's
+// duration, however many frames it destroyed.
+void AudioDecoder::remember_packet() {
+  const int64_t pts = packet_->pts != AV_NOPTS_VALUE ? packet_->pts : packet_->dts;
+  const int rate = rate_ > 0 ? rate_ : codec_->sample_rate;
+  if (rate <= 0) return;
+  double at = seconds(next_ts_ - first_ts_);
+  if (pts != AV_NOPTS_VALUE && started_) {
+    at = double(av_rescale_q(pts, stream_->time_base, {1, rate}) - first_ts_) / rate;
+  }
+  packet_at_ = at < 0 ? 0 : at;
+  int64_t samples = packet_->duration > 0 ? av_rescale_q(packet_->duration, stream_->time_base, {1, rate}) : 0;
+  const int64_t bit_rate = stream_->codecpar->bit_rate > 0 ? stream_->codecpar->bit_rate : input_->get()->bit_rate;
+  if (bit_rate > 0) samples = std::max(samples, int64_t(packet_->size) * 8 * rate / bit_rate);
+  packet_samples_ = std::min<int64_t>(samples, int64_t(kMaxGapSeconds) * rate);
+}
+
+// A packet the codec refused: its stretch goes out as silence before the next
+// frame (account), or is only listed if no frame follows.
+void AudioDecoder::note_undecodable() {
+  if (!error_pending_) error_at_ = packet_at_;
+  error_pending_ = true;
+  error_samples_ += packet_samples_;
+  packet_samples_ = 0;  // a refusal at send and again at receive is one packet
+  take_ffmpeg_message();
+}
+
+// A frame that starts later than the previous one ended means audio went
+// missing in between (the demuxer skipped damaged data), as does a refused
+// packet before it: the larger of the two goes out as silence before the frame.
+void AudioDecoder::account(const AVFrame& frame) {
+  if (rate_ == 0) rate_ = frame.sample_rate;
+  if (frame.sample_rate != rate_) {
+    throw AudioError(name_, "sample rate changes from " + std::to_string(rate_) + " to " +
+                                std::to_string(frame.sample_rate) + " Hz at t = " +
+                                fixed(seconds(next_ts_ - first_ts_), 2) + " s");
+  }
+  if (frame.ch_layout.nb_channels != channels_) {
+    throw AudioError(name_, "channels change from " + std::to_string(channels_) + " to " +
+                                std::to_string(frame.ch_layout.nb_channels) + " at t = " +
+                                fixed(seconds(next_ts_ - first_ts_), 2) + " s");
+  }
+  const int64_t raw = frame.best_effort_timestamp;
+  const bool timed = raw != AV_NOPTS_VALUE;
+  const int64_t ts = timed ? av_rescale_q(raw, stream_->time_base, {1, rate_}) : next_ts_;
+  if (!started_) {
+    started_ = true;
+    first_ts_ = next_ts_ = ts;
+  }
+  int64_t gap = ts - next_ts_;
+  const int64_t tolerance = std::max<int64_t>(2, rate_ / 500);  // 2 ms: MKV's millisecond timestamps
+  if (!timed || gap <= tolerance || gap > int64_t(kMaxGapSeconds * rate_)) gap = 0;
+  const double at = error_pending_ ? std::min(error_at_, seconds(next_ts_ - first_ts_)) : seconds(next_ts_ - first_ts_);
+  if (error_pending_) gap = std::max(gap, error_samples_);
+  if (gap > 0 || error_pending_) skipped_.push_back({at, seconds(gap)});
+  error_pending_ = false;
+  error_samples_ = 0;
+  gap_left_ = gap;
+  next_ts_ = std::max(next_ts_ + gap, ts) + frame.nb_samples;
+}
+
+size_t AudioDecoder::append_gap(std::vector<float>& out) {
+  const int64_t n = std::min(gap_left_, kMaxGapChunk);
+  out.insert(out.end(), size_t(n) * size_t(channels_), 0.0f);
+  gap_left_ -= n;
+  if (gap_left_ == 0 && frame_->nb_samples > 0) {
+    // The frame that revealed the gap is still waiting in frame_.
+    return size_t(n) + append_frame(out);
+  }
+  return size_t(n);
+}
+
+size_t AudioDecoder::append_frame(std::vector<float>& out) {
+  const AVFrame& f = *frame_;
+  const size_t n = size_t(f.nb_samples);
+  const size_t at = out.size();
+  out.resize(at + n * size_t(channels_));
+  float* dst = out.data() + at;
+  const auto fmt = AVSampleFormat(f.format);
+  const bool planar = av_sample_fmt_is_planar(fmt) != 0;
+  switch (av_get_packed_sample_fmt(fmt)) {
+    case AV_SAMPLE_FMT_U8: convert<uint8_t>(f, planar, channels_, dst); break;
+    case AV_SAMPLE_FMT_S16: convert<int16_t>(f, planar, channels_, dst); break;
+    case AV_SAMPLE_FMT_S32: convert<int32_t>(f, planar, channels_, dst); break;
+    case AV_SAMPLE_FMT_S64: convert<int64_t>(f, planar, channels_, dst); break;
+    case AV_SAMPLE_FMT_FLT: convert<float>(f, planar, channels_, dst); break;
+    case AV_SAMPLE_FMT_DBL: convert<double>(f, planar, channels_, dst); break;
+    default:
+      out.resize(at);
+      throw AudioError(name_, std::string("unsupported sample format ") + av_get_sample_fmt_name(fmt));
+  }
+  av_frame_unref(frame_);
+  return n;
+}
+
+}  // namespace corepool
