@@ -245,7 +245,15 @@ void AudioDecoder::account(const AVFrame& frame) {
     first_ts_ = next_ts_ = ts;
   }
   int64_t gap = ts - next_ts_;
-  const int64_t tolerance = std::max<int64_t>(2, rate_ / 500);  // 2 ms: MKV's millisecond timestamps
+  // Not every container times its frames to the sample: MKV's timestamps are
+  // in milliseconds, and Ogg's inside a page are estimates that Vorbis's
+  // block switches put off by up to a quarter block and that the next page
+  // corrects (a clean libsndfile OGG at 16 kHz: +128 samples, then -128). A
+  // gap counts as lost audio only past 2 ms and past the previous frame's
+  // length: a demuxer that skips damaged data loses whole packets, and a
+  // packet the codec refuses is counted by note_undecodable() whatever its size.
+  const int64_t tolerance = std::max({int64_t{2}, int64_t{rate_ / 500}, last_frame_samples_});
+  last_frame_samples_ = frame.nb_samples;
   if (!timed || gap <= tolerance || gap > int64_t(kMaxGapSeconds * rate_)) gap = 0;
   const double at = error_pending_ ? std::min(error_at_, seconds(next_ts_ - first_ts_)) : seconds(next_ts_ - first_ts_);
   if (error_pending_) gap = std::max(gap, error_samples_);

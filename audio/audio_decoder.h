@@ -94,6 +94,7 @@ class AudioDecoder {
   bool started_ = false;
   int64_t first_ts_ = 0;
   int64_t next_ts_ = 0;
+  int64_t last_frame_samples_ = 0;  // the previous frame's length: timestamp jitter stays below it
   int64_t gap_left_ = 0;              // silence still to append for a skipped stretch
   bool error_pending_ = false;        // the codec refused a packet since the last frame
   double error_at_ = 0;               // the first such packet's time, seconds from the start
