@@ -25,6 +25,7 @@
 #include "audio/event_json.h"
 #include "tests/support/sanitized.h"
 #include "tests/support/scratch_dir_test.h"
+#include "tests/support/proc_status.h"
 #include "tools/audio_synth.h"
 
 namespace corepool {
@@ -311,15 +312,7 @@ TEST_F(AudioFfmpegTest, AudioStreamPicksTheNthAudioStreamAndNamesTheCountWhenItI
   }
 }
 
-// A field of /proc/self/status in kB, e.g. "VmRSS".
-long status_kb(const std::string& field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1));
-  }
-  return -1;
-}
+using testing::status_kb;
 
 // 30 min at 16 kHz: 115 MB of floats if it were decoded whole.
 TEST_F(AudioFfmpegTest, HalfHourFlacStreamsInBoundedMemory) {

@@ -19,6 +19,7 @@
 
 #include "tests/support/sanitized.h"
 #include "tests/support/scratch_dir_test.h"
+#include "tests/support/proc_status.h"
 #include "tools/audio_synth.h"
 #include "audio/audio_stream.h"
 #include "audio/audio_validation.h"
@@ -442,15 +443,7 @@ TEST_F(AudioMemoryTest, NullBufferIsRejectedAsAProgrammingError) {
   EXPECT_THROW(AudioStream(kName, nullptr, kModelRate), std::invalid_argument);
 }
 
-// A field of /proc/self/status in kB, e.g. "VmRSS".
-long status_kb(const std::string& field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1));
-  }
-  return -1;
-}
+using testing::status_kb;
 
 // 30 min at 8 kHz PCM16: a 28.8 MB body. Decoding it whole would cost 57.6 MB
 // of floats and a copy of the body 28.8 MB; streaming costs a block.

@@ -18,6 +18,7 @@
 
 #include "tests/support/sanitized.h"
 #include "tests/support/scratch_dir_test.h"
+#include "tests/support/proc_status.h"
 #include "tools/audio_synth.h"
 #include "audio/segmenter.h"
 
@@ -28,15 +29,7 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 
-// A field of /proc/self/status in kB, e.g. "VmRSS".
-long status_kb(const std::string& field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1));
-  }
-  return -1;
-}
+using testing::status_kb;
 
 // Sign changes, ignoring exact zeros (silence, fades).
 int zero_crossings(const std::vector<float>& x) {

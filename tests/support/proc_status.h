@@ -1,0 +1,21 @@
+// A field of this process's /proc/self/status, for the tests that bound how
+// much memory streaming costs (VmRSS now, VmHWM the peak since the last reset
+// through /proc/self/clear_refs).
+#pragma once
+
+#include <fstream>
+#include <string>
+
+namespace corepool::testing {
+
+// The field's value in kB, e.g. status_kb("VmRSS"); -1 when absent.
+inline long status_kb(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1));
+  }
+  return -1;
+}
+
+}  // namespace corepool::testing
