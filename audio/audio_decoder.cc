@@ -179,7 +179,7 @@ bool AudioDecoder::feed() {
       av_packet_unref(packet_);
       continue;
     }
-    if (packet_->flags & AV_PKT_FLAG_CORRUPT) {
+    if ((packet_->flags & AV_PKT_FLAG_CORRUPT) && !whole_frames_on_pipe(*packet_)) {
       ended_damaged_ = true;  // cleared again if more data follows
       end_reason_ = "a partial or corrupt packet";
     } else {
@@ -191,6 +191,16 @@ bool AudioDecoder::feed() {
     av_packet_unref(packet_);
     return true;
   }
+}
+
+// A pipe has no stated length: PCM (raw, or a WAV streamed with an unknown
+// data size) is read in fixed-size packets, and the last one comes up short
+// and is flagged corrupt. Whole frames in it are the end of the stream.
+bool AudioDecoder::whole_frames_on_pipe(const AVPacket& packet) const {
+  if (!input_->is_pipe()) return false;
+  const AVCodecParameters& par = *stream_->codecpar;
+  const int frame_bytes = av_get_bits_per_sample(par.codec_id) / 8 * par.ch_layout.nb_channels;
+  return frame_bytes > 0 && packet.size % frame_bytes == 0;
 }
 
 // The time and length of the packet going into the codec, for a refusal. Its

@@ -61,6 +61,7 @@ class AudioDecoder {
   void select_stream(int audio_index);
   void open_codec();
   bool feed();  // one packet of our stream into the codec; false at the end of the data
+  bool whole_frames_on_pipe(const AVPacket& packet) const;  // a short last PCM packet, not damage
   void remember_packet();
   void note_undecodable();
   void account(const AVFrame& frame);  // timestamps -> gaps

@@ -1,6 +1,8 @@
-// MediaInput: FFmpeg's demuxer over a path or a buffer. Both go through an
+// MediaInput: FFmpeg's demuxer over a path, a buffer or stdin. All go through an
 // AVIOContext of ours (read/seek callbacks over a file descriptor or over the
-// buffer) rather than an FFmpeg protocol: no URL parsing of file names ("a:b.wav"
+// buffer; stdin has no seek callback, so FFmpeg knows it cannot seek and a
+// demuxer that must, an MP4 with its index at the end, fails cleanly) rather
+// than an FFmpeg protocol: no URL parsing of file names ("a:b.wav"
 // is a file, not a protocol), and io_open refuses every nested open, so a
 // playlist or reference container (HLS, concat, MOV drefs) can never make the
 // server read another file or the network. The buffer has the semantics of a
@@ -9,6 +11,7 @@
 
 extern "C" {
 #include <libavformat/avformat.h>
+#include <libavutil/dict.h>
 #include <libavutil/error.h>
 #include <libavutil/log.h>
 #include <libavutil/mem.h>
@@ -23,6 +26,7 @@ extern "C" {
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <stdexcept>
 
 namespace corepool {
 namespace {
@@ -94,6 +98,19 @@ int64_t seek_file(void* opaque, int64_t offset, int whence) {
   return at < 0 ? AVERROR(errno) : int64_t(at);
 }
 
+int read_pipe(void* opaque, uint8_t* out, int size) {
+  PipeCursor& p = *static_cast<PipeCursor*>(opaque);
+  for (;;) {
+    const ssize_t n = ::read(p.fd, out, size_t(size));
+    if (n > 0) {
+      p.bytes += n;
+      return int(n);
+    }
+    if (n == 0) return AVERROR_EOF;
+    if (errno != EINTR) return AVERROR(errno);
+  }
+}
+
 // Demuxers that would open another URL (HLS, DASH, concat, MOV references) get EPERM.
 int refuse_nested_open(AVFormatContext*, AVIOContext**, const char*, int, AVDictionary**) {
   return AVERROR(EPERM);
@@ -118,29 +135,70 @@ std::string ffmpeg_error_text(int code) {
   return text;
 }
 
-MediaInput::MediaInput(const AudioSource& source) {
-  install_ffmpeg_log();
-  take_ffmpeg_message();
-  if (!open_io(source)) return;
+RawPcm parse_raw_pcm(const std::string& spec) {
+  const std::string expected = "expected FORMAT:RATE:CHANNELS with FORMAT s16le or f32le, e.g. s16le:16000:1 "
+                               "(rate 1000..768000 Hz, 1..32 channels)";
+  const size_t a = spec.find(':');
+  const size_t b = a == std::string::npos ? a : spec.find(':', a + 1);
+  if (b == std::string::npos || spec.find(':', b + 1) != std::string::npos) throw std::invalid_argument(expected);
+  RawPcm raw;
+  raw.format = spec.substr(0, a);
+  if (raw.format != "s16le" && raw.format != "f32le") throw std::invalid_argument(expected);
+  auto number = [&](const std::string& text, int lo, int hi) {
+    if (text.empty() || text.size() > 7 || text.find_first_not_of("0123456789") != std::string::npos) {
+      throw std::invalid_argument(expected);
+    }
+    const int v = std::stoi(text);
+    if (v < lo || v > hi) throw std::invalid_argument(expected);
+    return v;
+  };
+  raw.sample_rate = number(spec.substr(a + 1, b - a - 1), 1000, 768000);
+  raw.channels = number(spec.substr(b + 1), 1, 32);
+  return raw;
+}
+
+// Raw PCM is named, not probed; anything else is probed from its first bytes.
+const AVInputFormat* MediaInput::probe(const AudioSource& source, AVDictionary** options) {
+  if (source.pipe && !source.raw.empty()) {
+    probe_score_ = 100;  // AVPROBE_SCORE_MAX: the user said so
+    av_dict_set_int(options, "sample_rate", source.raw.sample_rate, 0);
+    av_dict_set(options, "ch_layout", (std::to_string(source.raw.channels) + "C").c_str(), 0);
+    return av_find_input_format(source.raw.format.c_str());
+  }
   const AVInputFormat* format = nullptr;
   const int probed = av_probe_input_buffer2(io_, &format, "", nullptr, 0, 0);
   if (probed < 0 || !format) {
     const bool io_failed = probed != AVERROR_INVALIDDATA && probed != AVERROR_EOF && !source.in_memory;
     fail(io_failed ? OpenFailure::kIo : OpenFailure::kUnrecognised,
          io_failed ? ffmpeg_error_text(probed) : "format not recognised");
-    return;
+    return nullptr;
   }
   probe_score_ = probed;
+  return format;
+}
+
+MediaInput::MediaInput(const AudioSource& source) {
+  install_ffmpeg_log();
+  take_ffmpeg_message();
+  if (!open_io(source)) return;
+  AVDictionary* options = nullptr;
+  const AVInputFormat* format = probe(source, &options);
+  if (!format) {
+    av_dict_free(&options);
+    return;
+  }
   container_ = format->long_name ? format->long_name : format->name;
   format_ = avformat_alloc_context();
   if (!format_) {
+    av_dict_free(&options);
     fail(OpenFailure::kIo, "out of memory");
     return;
   }
   format_->pb = io_;
   format_->flags |= AVFMT_FLAG_CUSTOM_IO;
   format_->io_open = refuse_nested_open;
-  int rc = avformat_open_input(&format_, "", format, nullptr);  // frees format_ on failure
+  int rc = avformat_open_input(&format_, "", format, &options);  // frees format_ on failure
+  av_dict_free(&options);
   if (rc >= 0) rc = avformat_find_stream_info(format_, nullptr);
   if (rc < 0 && weakly_recognised()) fail(OpenFailure::kUnrecognised, "format not recognised");
   else if (rc < 0) fail(OpenFailure::kDamaged, ffmpeg_error_text(rc));
@@ -148,7 +206,11 @@ MediaInput::MediaInput(const AudioSource& source) {
 
 bool MediaInput::open_io(const AudioSource& source) {
   void* opaque = nullptr;
-  if (source.in_memory) {
+  if (source.pipe) {
+    is_pipe_ = true;
+    pipe_.fd = STDIN_FILENO;
+    opaque = &pipe_;
+  } else if (source.in_memory) {
     cursor_.bytes = source.bytes;
     opaque = &cursor_;
   } else {
@@ -160,14 +222,16 @@ bool MediaInput::open_io(const AudioSource& source) {
     opaque = reinterpret_cast<void*>(intptr_t(fd) + 1);
   }
   auto* buffer = static_cast<unsigned char*>(av_malloc(kIoBufferBytes));
-  if (buffer) {
+  if (buffer && source.pipe) {
+    io_ = avio_alloc_context(buffer, kIoBufferBytes, 0, opaque, read_pipe, nullptr, nullptr);
+  } else if (buffer) {
     io_ = source.in_memory
               ? avio_alloc_context(buffer, kIoBufferBytes, 0, opaque, read_buffer, nullptr, seek_buffer)
               : avio_alloc_context(buffer, kIoBufferBytes, 0, opaque, read_file, nullptr, seek_file);
   }
   if (!io_) {
     av_free(buffer);
-    if (!source.in_memory) ::close(fd_of(opaque));
+    if (!source.in_memory && !source.pipe) ::close(fd_of(opaque));
     fail(OpenFailure::kIo, "out of memory");
     return false;
   }

@@ -1,27 +1,48 @@
-// Where encoded audio comes from: a file on disk (batch) or a buffer in memory
-// (serve: a request body). MediaInput is FFmpeg's demuxer (libavformat) opened
-// on either: avio_open for a path, an AVIOContext over the buffer, so that
-// validation and decoding after the open are one code path. Used by
+// Where encoded audio comes from: a file on disk (batch), a buffer in memory
+// (serve: a request body) or standard input (`corepool batch -`). MediaInput is
+// FFmpeg's demuxer (libavformat) opened on any of them through an AVIOContext of
+// ours, so that validation and decoding after the open are one code path. Used by
 // audio_validation and AudioDecoder. A buffer must outlive every MediaInput on it.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 struct AVFormatContext;
 struct AVIOContext;
+struct AVInputFormat;
+struct AVDictionary;
 
 namespace corepool {
+
+// Headerless PCM on a pipe (`--raw s16le:16000:1`): FFmpeg's raw demuxer told
+// what the bytes are, since there is nothing to probe.
+struct RawPcm {
+  std::string format;  // "s16le" or "f32le"; empty: not raw, probe the container
+  int sample_rate = 0;
+  int channels = 0;
+  bool empty() const { return format.empty(); }
+};
+
+// Parses "FORMAT:RATE:CHANNELS" (FORMAT s16le or f32le). Throws
+// std::invalid_argument saying what is expected (the caller names the flag).
+RawPcm parse_raw_pcm(const std::string& spec);
 
 struct AudioSource {
   std::string name;        // the path, or what messages call the buffer ("request body")
   bool in_memory = false;  // true: `bytes` is the file; an empty buffer is still a buffer
   std::string_view bytes;  // not owned
+  bool pipe = false;       // true: read fd 0 front to back; nothing may seek, peek or reopen it
+  RawPcm raw;              // with pipe: headerless PCM of this shape
 
-  static AudioSource file(const std::string& path) { return {path, false, {}}; }
+  static AudioSource file(const std::string& path) { return {path, false, {}, false, {}}; }
   static AudioSource memory(const std::string& name, std::string_view bytes) {
-    return {name, true, bytes};
+    return {name, true, bytes, false, {}};
+  }
+  static AudioSource standard_input(const std::string& name, RawPcm raw = {}) {
+    return {name, false, {}, true, std::move(raw)};
   }
 };
 
@@ -29,6 +50,12 @@ struct AudioSource {
 struct BufferCursor {
   std::string_view bytes;
   int64_t pos = 0;
+};
+
+// The AVIOContext over a pipe: what has come through it.
+struct PipeCursor {
+  int fd = 0;
+  int64_t bytes = 0;
 };
 
 // Why an open failed; decides the AudioErrorKind.
@@ -53,6 +80,10 @@ class MediaInput {
   AVFormatContext* get() const { return format_; }
   OpenFailure failure() const { return failure_; }
   const std::string& error_text() const { return error_text_; }
+  // Bytes read from a pipe so far (0 for files and buffers): 0 after a failed
+  // probe means stdin was empty.
+  int64_t pipe_bytes() const { return pipe_.bytes; }
+  bool is_pipe() const { return is_pipe_; }
   // The container's name, e.g. "QuickTime / MOV", once probed ("" before).
   const std::string& container() const { return container_; }
   // The probe was a guess (random bytes can look a little like MPEG audio):
@@ -63,9 +94,12 @@ class MediaInput {
 
  private:
   bool open_io(const AudioSource& source);
+  const AVInputFormat* probe(const AudioSource& source, AVDictionary** options);
   void fail(OpenFailure why, const std::string& text);
 
   BufferCursor cursor_;
+  PipeCursor pipe_;
+  bool is_pipe_ = false;
   AVIOContext* io_ = nullptr;  // ours (a buffer or a file); avformat never closes it
   AVFormatContext* format_ = nullptr;
   OpenFailure failure_ = OpenFailure::kNone;

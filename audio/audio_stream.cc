@@ -38,6 +38,11 @@ AudioStream::AudioStream(const std::string& name, std::shared_ptr<const std::str
                          int target_rate, size_t block_frames)
     : AudioStream(memory_source(name, bytes), bytes, target_rate, block_frames, 0) {}
 
+AudioStream::AudioStream(const AudioSource& pipe, int target_rate, size_t block_frames, int audio_stream)
+    : AudioStream(pipe, nullptr, target_rate, block_frames, audio_stream) {
+  if (!pipe.pipe) throw std::invalid_argument("AudioStream: " + pipe.name + ": not a pipe");
+}
+
 AudioStream::AudioStream(const AudioSource& source, std::shared_ptr<const std::string> bytes,
                          int target_rate, size_t block_frames, int audio_stream)
     : name_(source.name), bytes_(std::move(bytes)), target_rate_(target_rate), block_frames_(block_frames) {
@@ -127,6 +132,9 @@ void AudioStream::trim_padding() {
 void AudioStream::finish_stream() const {
   if (frames_read_ == 0 && decoder_->input().weakly_recognised()) {
     throw AudioError(name_, "not an audio file (format not recognised)", AudioErrorKind::kNotAudio);
+  }
+  if (frames_read_ == 0 && decoder_->input().is_pipe() && decoder_->input().pipe_bytes() == 0) {
+    throw AudioError(name_, "empty (no data on standard input)", AudioErrorKind::kInvalid);
   }
   if (frames_read_ == 0) throw AudioError(name_, "no audio frames (empty)", AudioErrorKind::kInvalid);
   const int rate = decoder_->decoded_rate();

@@ -1,6 +1,6 @@
-// Stage 2a of the pipeline: decode a validated file (on disk, or held in memory;
-// any container and codec FFmpeg reads) in fixed blocks, downmix to mono,
-// resample to the model's rate. Memory is one block and one codec frame,
+// Stage 2a of the pipeline: decode a validated file (on disk, held in memory or
+// coming through stdin; any container and codec FFmpeg reads) in fixed blocks,
+// downmix to mono, resample to the model's rate. Memory is one block and one codec frame,
 // whatever the file's length. One AudioStream per file, used by one thread
 // (the batch reader, or the serve request that owns the body).
 #pragma once
@@ -27,6 +27,9 @@ class AudioStream {
   // AudioError (validate_audio_bytes), std::invalid_argument on a null `bytes`.
   AudioStream(const std::string& name, std::shared_ptr<const std::string> bytes, int target_rate,
               size_t block_frames = 32768);
+  // Standard input (AudioSource::standard_input): read front to back, never
+  // seeked; its length is unknown until it ends. Throws AudioError.
+  AudioStream(const AudioSource& pipe, int target_rate, size_t block_frames, int audio_stream = 0);
   ~AudioStream();
   AudioStream(const AudioStream&) = delete;
   AudioStream& operator=(const AudioStream&) = delete;

@@ -124,7 +124,9 @@ void check_file(const std::string& path) {
 }
 
 // A path is checked with the OS; a buffer only needs something in it.
+// A pipe is only known to be empty once read (explain_open_failure).
 void check_source(const AudioSource& source) {
+  if (source.pipe) return;
   if (!source.in_memory) return check_file(source.name);
   if (source.bytes.empty()) throw AudioError(source.name, "empty (0 bytes)", kInvalid);
 }
@@ -159,10 +161,20 @@ bool ogg_end_missing(const AudioSource& source) {
   return tail.size() - at < length || !end_of_stream;
 }
 
+constexpr const char* kMp4OnPipe =
+    "an MP4/MOV with its index (moov) at the end cannot be read from a pipe: remux it with "
+    "ffmpeg -movflags +faststart, or give the file instead of stdin";
+
 // FFmpeg refused the file: not audio at all, or a damaged header of a format
 // it did recognise (an MP4 cut before its index: "moov atom not found").
 [[noreturn]] void explain_open_failure(const AudioSource& source, const MediaInput& input) {
   const std::string& name = source.name;
+  if (source.pipe && input.pipe_bytes() == 0 && input.failure() != OpenFailure::kIo) {
+    throw AudioError(name, "empty (no data on standard input)", kInvalid);
+  }
+  if (source.pipe && input.container().find("QuickTime") != std::string::npos) {
+    throw AudioError(name, kMp4OnPipe, kInvalid);
+  }
   switch (input.failure()) {
     case OpenFailure::kIo: throw AudioError(name, "cannot read (" + input.error_text() + ")", kIo);
     case OpenFailure::kDamaged: {
@@ -254,6 +266,18 @@ void check_length(const AudioSource& source, const std::string& container, Audio
   }
 }
 
+// An MP4 written without +faststart has its index (moov) after the samples: a
+// pipe reads through them to find it, and the demuxer would then have to seek
+// back to the first sample, past what the I/O buffer still holds. Said now,
+// rather than as "no audio frames" after reading the whole stream.
+void check_pipe_reachable(const AudioSource& source, const AVFormatContext& format, const AVStream& st) {
+  if (!source.pipe || std::string_view(format.iformat->name).find("mp4") == std::string_view::npos) return;
+  const AVIndexEntry* first = avformat_index_get_entry(const_cast<AVStream*>(&st), 0);
+  const AVIOContext* io = format.pb;
+  const int64_t buffered_from = io->pos - (io->buf_end - io->buffer);  // the oldest byte still in the buffer
+  if (first && first->pos < buffered_from) throw AudioError(source.name, kMp4OnPipe, kInvalid);
+}
+
 }  // namespace
 
 ValidatedAudio open_validated(const AudioSource& source, int audio_stream) {
@@ -269,7 +293,11 @@ ValidatedAudio open_validated(const AudioSource& source, int audio_stream) {
   info.sample_rate = st.codecpar->sample_rate;
   info.channels = st.codecpar->ch_layout.nb_channels;
   fill_length(*in.get(), st, info);
-  check_length(source, in.get()->iformat->name, info);
+  // The header peeks below reopen or seek the source: a pipe has neither, and
+  // a stream has no length to fall short of.
+  if (source.pipe) info.frames_exact = false;
+  else check_length(source, in.get()->iformat->name, info);
+  check_pipe_reachable(source, *in.get(), st);
   info.format = describe_format(in, *st.codecpar);
   return validated;
 }

@@ -50,13 +50,16 @@ void add_input_flags(CLI::App* cmd, Cli& cli) {
 }
 
 void add_batch_command(CLI::App& app, Cli& cli) {
-  auto* batch = app.add_subcommand("batch", "tag audio files: one JSON Lines result per input");
+  auto* batch = app.add_subcommand("batch", "tag audio files (\"-\": standard input): one JSON Lines result per input");
   add_config_flags(batch, cli, kFlagBatch);
   batch->add_flag("--no-progress", cli.no_progress, "never draw the progress bar");
   batch->add_option("--format", cli.format, "with --out -: jsonl (default) or timeline (one readable line per event)")
       ->check(CLI::IsMember({"jsonl", "timeline"}));
   batch->add_option("--audio-stream", cli.audio_stream, "which audio stream of each input, from 0 (default: the first)")
       ->check(CLI::Range(0, 1000));
+  batch->add_option("--raw", cli.raw,
+                    "FORMAT:RATE:CHANNELS: standard input (\"-\") is headerless PCM, s16le or f32le, "
+                    "e.g. s16le:16000:1");
   batch->add_option("--shard", cli.shard,
                     "I/N: process shard I (0..N-1) of N; default from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX");
   add_input_flags(batch, cli);

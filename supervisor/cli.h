@@ -27,6 +27,7 @@ struct Cli {
   bool no_progress = false;
   std::string format = "jsonl";
   int audio_stream = 0;  // batch --audio-stream
+  std::string raw;       // batch --raw FORMAT:RATE:CHANNELS (stdin is headerless PCM)
   std::vector<std::string> paths;
   std::string shard;
   std::string manifest;

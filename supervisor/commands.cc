@@ -5,7 +5,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <stdexcept>
 #include <filesystem>
 #include <string>
 
@@ -66,6 +68,17 @@ std::optional<BatchOptions> batch_options(const Config& cfg, const Cli& cli) {
   batch.progress = !cli.no_progress && ::isatty(STDERR_FILENO);
   batch.timeline = cli.format == "timeline";
   batch.audio_stream = cli.audio_stream;
+  if (cli.raw.empty()) return batch;
+  try {
+    batch.raw = parse_raw_pcm(cli.raw);
+  } catch (const std::invalid_argument& e) {
+    spdlog::error("--raw {}: {}", cli.raw, e.what());
+    return std::nullopt;
+  }
+  if (std::find(cli.paths.begin(), cli.paths.end(), kStdinArg) == cli.paths.end()) {
+    spdlog::error("--raw describes standard input: name it as \"-\" among the inputs");
+    return std::nullopt;
+  }
   return batch;
 }
 

@@ -9,6 +9,10 @@
 // are short) are gathered and queued at once: submitted one by one, each would
 // wake an idle engine that runs it alone, a cold batch of one, while the
 // reader decodes the next.
+// Standard input ("-") goes last, after the files, read in small blocks and
+// submitted without an opening group: a live source must not wait for audio
+// that has not been spoken yet. With --out - every line is flushed as it is
+// written, so each event reaches a pipe reader when it closes.
 // A sharded run takes its 1/N of the inputs first (shard.h) and leaves a
 // shard report for `corepool merge` (shard_report.h).
 #include "supervisor/batch/batch.h"
@@ -31,6 +35,7 @@
 #include "supervisor/batch/progress.h"
 #include "supervisor/batch/result_file.h"
 #include "supervisor/batch/result_path.h"
+#include "supervisor/batch/run_inputs.h"
 #include "supervisor/batch/serial_worker.h"
 #include "supervisor/batch/shard_report.h"
 #include "supervisor/batch/timeline.h"
@@ -77,6 +82,7 @@ class BatchRun {
 
  private:
   uint64_t open_job(const BatchInput& input, const std::string& out_path);  // "" = stdout
+  std::unique_ptr<AudioStream> open_stream(const BatchInput& input) const;  // validates; throws AudioError
   void write(FileJob& job, json line);
   void submit(uint64_t id, Segment& segment, Executor& executor);
   void end_reading(uint64_t id, uint64_t total, double duration, const std::string& error, json skipped);
@@ -104,10 +110,10 @@ void BatchRun::write(FileJob& job, json line) {
   line["file"] = job.input.relative;
   if (job.out) {
     job.out->write_line(line);
-  } else if (options_.timeline) {
-    std::printf("%s\n", timeline_line(line).c_str());
   } else {
-    std::printf("%s\n", line.dump().c_str());
+    const std::string text = options_.timeline ? timeline_line(line) : line.dump();
+    std::printf("%s\n", text.c_str());
+    std::fflush(stdout);  // line-buffered, also on a pipe: a reader sees each event as it closes
   }
 }
 
@@ -155,7 +161,9 @@ void BatchRun::process(const BatchInput& input, Executor& executor) {
   uint64_t id = 0;
   try {
     // Validates before any output exists.
-    AudioStream stream(input.path, model_.sample_rate, 32768, options_.audio_stream);
+    std::unique_ptr<AudioStream> opened = open_stream(input);
+    AudioStream& stream = *opened;
+    if (input.pipe) flush_opening(executor);  // from here on every segment goes at once
     // Checked again here, just before the file is created: the tree may have changed.
     id = open_job(input, options_.out_dir == "-" ? "" : result_path(options_.out_dir, input.relative));
     Segmenter segmenter(model_.segment_samples(), model_.hop_samples());
@@ -182,6 +190,17 @@ void BatchRun::process(const BatchInput& input, Executor& executor) {
   } catch (const std::exception& e) {  // validation or result-file creation failed
     fail_input(input.relative, e.what());
   }
+}
+
+// A pipe is read in blocks of kPipeBlockFrames: 0.25 s at 16 kHz, so a live
+// source is segmented as it arrives rather than two seconds at a time.
+std::unique_ptr<AudioStream> BatchRun::open_stream(const BatchInput& input) const {
+  constexpr size_t kFileBlockFrames = 32768, kPipeBlockFrames = 4096;
+  if (!input.pipe) {
+    return std::make_unique<AudioStream>(input.path, model_.sample_rate, kFileBlockFrames, options_.audio_stream);
+  }
+  return std::make_unique<AudioStream>(AudioSource::standard_input(kStdinName, options_.raw), model_.sample_rate,
+                                       kPipeBlockFrames, options_.audio_stream);
 }
 
 void BatchRun::end_reading(uint64_t id, uint64_t total, double duration, const std::string& error,
@@ -274,34 +293,6 @@ void BatchRun::fail_input(const std::string& key, const std::string& message) {
   progress_.file_done();
 }
 
-double total_audio_seconds(const std::vector<BatchInput>& inputs, int audio_stream) {
-  double total = 0;
-  for (const auto& in : inputs) {
-    try {
-      total += validate_audio(in.path, audio_stream).duration_seconds();
-    } catch (const AudioError&) {
-      // reported when the file's turn comes
-    }
-  }
-  return total;
-}
-
-// This run's inputs: arguments and manifest, cut to the shard. Errors of one
-// input go with its shard; errors of a whole argument stay in every shard.
-InputList shard_inputs(const BatchOptions& options) {
-  InputList listed = options.manifest.empty() ? InputList{} : read_manifest(options.manifest, options.root);
-  InputList all = expand_inputs(options.paths, std::move(listed));
-  InputList mine;
-  for (auto& in : all.inputs) {
-    if (options.shard.owns(in.relative)) mine.inputs.push_back(std::move(in));
-  }
-  for (auto& e : all.errors) {
-    if (e.key.empty() || options.shard.owns(e.key)) mine.errors.push_back(std::move(e));
-  }
-  check_listed_files(mine);
-  return mine;
-}
-
 // Temp files of results (and the report) of this shard; other shards may be
 // writing theirs into the same directory from other hosts right now.
 std::function<bool(const std::string&)> owned_temp_files(const ShardSpec& shard) {
@@ -351,7 +342,7 @@ BatchStats run_batch(const BatchOptions& options, const ModelConfig& model,
       ++refused;
       continue;
     }
-    if (!options.force && !out.empty() && result_is_complete(out)) {
+    if (!options.force && !out.empty() && !in.pipe && result_is_complete(out)) {
       ++skipped;
       continue;
     }

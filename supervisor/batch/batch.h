@@ -1,6 +1,7 @@
 // `corepool batch`: every input file goes through validation -> features ->
 // inference -> post-processing, and gets one JSON Lines result (events ordered
-// by time, then a summary line), written atomically. The executor (engine
+// by time, then a summary line), written atomically. "-" is standard input,
+// read as a stream: with --out - its events are printed as each one closes. The executor (engine
 // threads or worker processes, engine.mode) is made by the caller's factory.
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "audio/audio_source.h"
 #include "config/model_config.h"
 #include "supervisor/batch/inputs.h"
 #include "supervisor/batch/shard.h"
@@ -27,6 +29,7 @@ struct BatchOptions {
   bool progress = false;           // draw the progress bar on stderr
   bool timeline = false;           // with out_dir "-": human-readable lines (timeline.h), not JSON
   int audio_stream = 0;            // which audio stream of each input (0 = the first)
+  RawPcm raw;                      // stdin is headerless PCM of this shape (--raw); empty: probe it
 };
 
 struct BatchStats {

@@ -12,7 +12,12 @@ struct BatchInput {
   std::string path;      // as opened
   std::string relative;  // output key: path under the directory argument, or the file name
   std::string origin;    // "<manifest>:<line>" for a manifest line, else empty
+  bool pipe = false;     // standard input ("-"): path and relative are both "stdin"
 };
+
+// The argument that means standard input, and what results and messages call it.
+constexpr const char* kStdinArg = "-";
+constexpr const char* kStdinName = "stdin";
 
 struct InputError {
   std::string key;      // the result key it concerns; empty: a whole argument (every shard reports it)

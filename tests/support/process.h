@@ -147,10 +147,13 @@ struct SpawnOptions {
   std::vector<int> fds;                  // put at fd 3, 4, ... in the child (socket activation)
   std::string own_pid_env;               // if set, NAME=<the child's own pid> (LISTEN_PID)
   std::vector<std::string> drop_env;     // prefixes of our variables the child does not get ("GTEST_")
+  int stdin_fd = -1;                     // the child's stdin (a pipe's read end, a file); -1: ours
+  int stdout_fd = -1;                    // the child's stdout (a pipe's write end); -1: a file in scratch_dir
 };
 
 // Starts argv[0] with its arguments; stdout and stderr go to files in
-// scratch_dir, so a chatty child never blocks on a full pipe. Finish it with
+// scratch_dir, so a chatty child never blocks on a full pipe (unless the test
+// hands it a stdout of its own, and then reads it). Finish it with
 // wait_process. spawn_process is the common case: only extra environment.
 // Everything is prepared before fork(): the child makes only async-signal-safe
 // calls until execve, as the parent may have threads (LibTorch's) holding locks.
@@ -185,13 +188,16 @@ inline Spawned spawn_process_with(const std::vector<std::string>& argv, const st
   int high[64];
   const size_t nfds = std::min<size_t>(options.fds.size(), 64);
   for (size_t i = 0; i < nfds; ++i) high[i] = ::fcntl(options.fds[i], F_DUPFD_CLOEXEC, 100);
+  const int in_fd = options.stdin_fd >= 0 ? ::fcntl(options.stdin_fd, F_DUPFD_CLOEXEC, 100) : -1;
+  const int out_fd = options.stdout_fd >= 0 ? ::fcntl(options.stdout_fd, F_DUPFD_CLOEXEC, 100) : -1;
   for (size_t i = 0; i < nfds; ++i) {
     if (::dup2(high[i], 3 + static_cast<int>(i)) < 0) ::_exit(126);  // dup2 clears FD_CLOEXEC
   }
   const int out = ::open(s.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   const int err = ::open(s.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  ::dup2(out, 1);
+  ::dup2(out_fd >= 0 ? out_fd : out, 1);
   ::dup2(err, 2);
+  if (in_fd >= 0) ::dup2(in_fd, 0);
   if (!options.own_pid_env.empty()) {
     char digits[20];
     int n = 0;
