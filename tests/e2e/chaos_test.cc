@@ -169,12 +169,21 @@ TEST(ChaosTest, ServeUnderLoadSurvivesAWorkerKilledEvery200msAndLosesNoRequest) 
   for (auto& t : clients) t.join();
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
 
-  // The pool heals: ready again with every worker up.
+  // The pool heals: ready again with every worker up. Readiness can answer
+  // 200 while the last replacement still boots (a worker stopped late is
+  // killed at its heartbeat deadline, after the load ended): wait for the
+  // gauge itself, with a deadline.
   HttpClient http(server.port());
   EXPECT_TRUE(testing::wait_until([&] { return http.get("/v2/health/ready").status == 200; }, std::chrono::seconds(30)))
       << server.log();
-  const std::string metrics = http.get("/metrics").body;
-  EXPECT_EQ(testing::metric(metrics, "corepool_workers_ready"), 1);
+  std::string metrics;
+  EXPECT_TRUE(testing::wait_until(
+      [&] {
+        metrics = http.get("/metrics").body;
+        return testing::metric(metrics, "corepool_workers_ready") == 1;
+      },
+      std::chrono::seconds(30)))
+      << metrics << server.log();
   EXPECT_EQ(testing::child_pids(server.pid()).size(), 2u);
   const double restarts = testing::metric(metrics, "corepool_worker_restarts_total");
   const double redispatched = testing::metric(metrics, "corepool_segments_redispatched_total");
