@@ -18,4 +18,8 @@ inline long status_kb(const std::string& field) {
   return -1;
 }
 
+// Resets VmHWM to the current VmRSS (clear_refs "5"), so that the next
+// status_kb("VmHWM") is the peak of what ran since.
+inline void reset_peak() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
 }  // namespace corepool::testing

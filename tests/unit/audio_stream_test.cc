@@ -29,6 +29,7 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 
+using testing::reset_peak;
 using testing::status_kb;
 
 // Sign changes, ignoring exact zeros (silence, fades).
@@ -228,10 +229,6 @@ TEST_F(AudioStreamTest, TruncatedFlacThrowsMidStream) {
   EXPECT_THAT(message, StartsWith(file + ": truncated: header says 160000 frames, read "));
   EXPECT_GT(good_reads, 5);
 }
-
-// Resets VmHWM to the current RSS (clear_refs "5"), so that allocations of
-// earlier tests cannot hide growth in the phase measured next.
-void reset_peak() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
 struct Streamed {
   int64_t frames = 0;
