@@ -57,6 +57,20 @@ void convert(const AVFrame& f, bool planar, int channels, float* out) {
   }
 }
 
+// Appends `in` (interleaved, `from` channels) to `out` as `to` channels, each
+// carrying the mean of the input's: the same mono as the input once the
+// stream is mixed down, which is all corepool ever keeps.
+void fold_channels(const std::vector<float>& in, int from, int to, std::vector<float>& out) {
+  const size_t frames = in.size() / size_t(from);
+  const size_t at = out.size();
+  out.resize(at + frames * size_t(to));
+  for (size_t i = 0; i < frames; ++i) {
+    float sum = 0;
+    for (int c = 0; c < from; ++c) sum += in[i * size_t(from) + size_t(c)];
+    for (int c = 0; c < to; ++c) out[at + i * size_t(to) + size_t(c)] = sum / float(from);
+  }
+}
+
 }  // namespace
 
 AudioDecoder::AudioDecoder(std::unique_ptr<MediaInput> input, std::string name, int audio_index,
@@ -242,10 +256,8 @@ void AudioDecoder::account(const AVFrame& frame) {
                                 std::to_string(frame.sample_rate) + " Hz at t = " +
                                 fixed(seconds(next_ts_ - first_ts_), 2) + " s");
   }
-  if (frame.ch_layout.nb_channels != channels_) {
-    throw AudioError(name_, "channels change from " + std::to_string(channels_) + " to " +
-                                std::to_string(frame.ch_layout.nb_channels) + " at t = " +
-                                fixed(seconds(next_ts_ - first_ts_), 2) + " s");
+  if (frame.ch_layout.nb_channels < 1) {
+    throw AudioError(name_, "a frame with no channels at t = " + fixed(seconds(next_ts_ - first_ts_), 2) + " s");
   }
   const int64_t raw = frame.best_effort_timestamp;
   const bool timed = raw != AV_NOPTS_VALUE;
@@ -288,22 +300,29 @@ size_t AudioDecoder::append_gap(std::vector<float>& out) {
 size_t AudioDecoder::append_frame(std::vector<float>& out) {
   const AVFrame& f = *frame_;
   const size_t n = size_t(f.nb_samples);
-  const size_t at = out.size();
-  out.resize(at + n * size_t(channels_));
-  float* dst = out.data() + at;
+  const int frame_channels = f.ch_layout.nb_channels;
+  // A chained Ogg may change its channel count between links (klettres-data's
+  // Czech syllables: a mono link, then a stereo one). Such a frame is decoded
+  // with its own count, then folded to the stream's (fold_channels).
+  const bool same = frame_channels == channels_;
+  std::vector<float>& dst_buffer = same ? out : refold_;
+  const size_t at = same ? out.size() : 0;
+  dst_buffer.resize(at + n * size_t(frame_channels));
+  float* dst = dst_buffer.data() + at;
   const auto fmt = AVSampleFormat(f.format);
   const bool planar = av_sample_fmt_is_planar(fmt) != 0;
   switch (av_get_packed_sample_fmt(fmt)) {
-    case AV_SAMPLE_FMT_U8: convert<uint8_t>(f, planar, channels_, dst); break;
-    case AV_SAMPLE_FMT_S16: convert<int16_t>(f, planar, channels_, dst); break;
-    case AV_SAMPLE_FMT_S32: convert<int32_t>(f, planar, channels_, dst); break;
-    case AV_SAMPLE_FMT_S64: convert<int64_t>(f, planar, channels_, dst); break;
-    case AV_SAMPLE_FMT_FLT: convert<float>(f, planar, channels_, dst); break;
-    case AV_SAMPLE_FMT_DBL: convert<double>(f, planar, channels_, dst); break;
+    case AV_SAMPLE_FMT_U8: convert<uint8_t>(f, planar, frame_channels, dst); break;
+    case AV_SAMPLE_FMT_S16: convert<int16_t>(f, planar, frame_channels, dst); break;
+    case AV_SAMPLE_FMT_S32: convert<int32_t>(f, planar, frame_channels, dst); break;
+    case AV_SAMPLE_FMT_S64: convert<int64_t>(f, planar, frame_channels, dst); break;
+    case AV_SAMPLE_FMT_FLT: convert<float>(f, planar, frame_channels, dst); break;
+    case AV_SAMPLE_FMT_DBL: convert<double>(f, planar, frame_channels, dst); break;
     default:
-      out.resize(at);
+      dst_buffer.resize(at);
       throw AudioError(name_, std::string("unsupported sample format ") + av_get_sample_fmt_name(fmt));
   }
+  if (!same) fold_channels(refold_, frame_channels, channels_, out);
   av_frame_unref(frame_);
   return n;
 }

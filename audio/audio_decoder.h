@@ -103,6 +103,7 @@ class AudioDecoder {
   double packet_at_ = 0;              // the last packet sent: its time
   int64_t packet_samples_ = 0;        // and estimated length
   std::vector<SkippedStretch> skipped_;
+  std::vector<float> refold_;  // a frame whose channel count differs from the stream's, before folding
 };
 
 }  // namespace corepool
