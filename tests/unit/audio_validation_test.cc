@@ -14,8 +14,12 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <vector>
 #include <string>
 
+#include "audio/audio_stream.h"
 #include "tests/support/scratch_dir_test.h"
 #include "tools/audio_synth.h"
 
@@ -135,7 +139,7 @@ TEST_F(AudioValidationTest, FortyChannelsAreMoreThanSupported) {
   expect_reason(error_of(file), file, "40 channels (at most 32 supported)");
 }
 
-// Vorbis cut in half: its last page, flagged end-of-stream, is missing.
+// Vorbis cut in half: its last page is cut short.
 TEST_F(AudioValidationTest, OggWithoutItsEndIsRejectedAsTruncated) {
   const std::string whole = path("whole.ogg");
   synth::FileSpec spec;
@@ -146,6 +150,45 @@ TEST_F(AudioValidationTest, OggWithoutItsEndIsRejectedAsTruncated) {
   std::filesystem::copy_file(whole, cut);
   std::filesystem::resize_file(cut, std::filesystem::file_size(whole) / 2);
   expect_reason(error_of(cut), cut, "truncated");
+}
+
+// The Ogg page checksum (CRC-32, polynomial 0x04C11DB7, not reflected, over
+// the page with its checksum field zeroed), written from RFC 3533 here.
+uint32_t ogg_crc(const std::string& page) {
+  uint32_t crc = 0;
+  for (unsigned char byte : page) {
+    crc ^= uint32_t(byte) << 24;
+    for (int bit = 0; bit < 8; ++bit) crc = (crc & 0x80000000u) ? (crc << 1) ^ 0x04C11DB7u : crc << 1;
+  }
+  return crc;
+}
+
+// A whole Ogg whose last page lacks the end-of-stream flag (as 548 of
+// klettres-data's recordings do) is read to its end, not called truncated.
+TEST_F(AudioValidationTest, OggWithoutTheEndOfStreamFlagIsWholeIfItsLastPageIs) {
+  const std::string whole = path("whole.ogg");
+  synth::FileSpec spec;
+  spec.format = "ogg";
+  spec.sections = {{synth::Kind::kNoise, 5, 440, 0.3}};
+  synth::write_audio(whole, spec);
+  std::ifstream in(whole, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t last = bytes.rfind("OggS");
+  ASSERT_NE(last, std::string::npos);
+  ASSERT_TRUE(bytes[last + 5] & 0x04) << "the writer flags its last page end-of-stream";
+  bytes[last + 5] = char(bytes[last + 5] & ~0x04);
+  for (int i = 22; i < 26; ++i) bytes[last + size_t(i)] = 0;
+  const uint32_t crc = ogg_crc(bytes.substr(last));
+  for (int i = 0; i < 4; ++i) bytes[last + 22 + size_t(i)] = char((crc >> (8 * i)) & 0xFF);
+  const std::string unflagged = path("unflagged.ogg");
+  std::ofstream(unflagged, std::ios::binary) << bytes;
+
+  EXPECT_EQ(error_of(unflagged), "");
+  AudioStream stream(unflagged, 16000);
+  std::vector<float> got;
+  while (stream.read(got)) {
+  }
+  EXPECT_NEAR(double(got.size()) / 16000, 5.0, 0.05);
 }
 
 // The kind is what serve maps to a status: the file system (kIo), not audio at
