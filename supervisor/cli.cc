@@ -50,7 +50,7 @@ void add_input_flags(CLI::App* cmd, Cli& cli) {
 }
 
 void add_batch_command(CLI::App& app, Cli& cli) {
-  auto* batch = app.add_subcommand("batch", "tag audio files (\"-\": standard input): one JSON Lines result per input");
+  auto* batch = app.add_subcommand("batch", "tag audio files (\"-\": standard input): one result per input (JSON Lines or --format)");
   add_config_flags(batch, cli, kFlagBatch);
   batch->add_flag("--no-progress", cli.no_progress, "never draw the progress bar");
   batch->add_option("--format", cli.format,

@@ -66,12 +66,12 @@ json eval_json(const EvalReport& report, const EvalOptions& o) {
 
 std::string eval_tables(const EvalReport& report, const EvalOptions& o) {
   char title[256];
-  std::snprintf(title, sizeof title, "segment-based, %.2f s segments, %zu files (Nref, Nsys: label-segments)",
+  std::snprintf(title, sizeof title, "segment-based, %.2f s segments, %zu file(s) (Nref, Nsys: label-segments)",
                 o.segment_seconds, report.files);
   std::string out = table(title, report.segment_based);
   std::snprintf(title, sizeof title,
                 "\nevent-based, onset within %.0f ms, offset within max(%.0f ms, %.0f %% of the length), "
-                "%zu files (Nref, Nsys: events)",
+                "%zu file(s) (Nref, Nsys: events)",
                 o.t_collar * 1e3, o.t_collar * 1e3, o.percentage_of_length * 100, report.files);
   return out + table(title, report.event_based);
 }
