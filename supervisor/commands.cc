@@ -72,7 +72,8 @@ bool output_options(const Cli& cli, const Config& cfg, BatchOptions& batch) {
   }
   batch.format = *format;
   if (batch.format == OutputFormat::kTimeline && cfg.out_dir != "-") {
-    spdlog::error("--format timeline prints to a terminal: it needs --out - (result files are always JSON Lines)");
+    spdlog::error("--format timeline prints to a terminal: it needs --out - (result files: jsonl, csv, audacity, "
+                  "raven or dcase)");
     return false;
   }
   if (!cli.min_score.empty()) {

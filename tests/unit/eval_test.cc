@@ -175,6 +175,24 @@ TEST(EvalTest, AReferenceWithoutAResultIsAnErrorNamingIt) {
   EXPECT_EQ(json::parse(ok.out).at("event_based").at("overall").at("f_measure"), 1.0);
 }
 
+TEST(EvalTest, ALabelOnlyTheSystemKnowsHasUndefinedRecallAndErrorRate) {
+  testing::TempDir dir;
+  std::filesystem::create_directories(dir / "ref");
+  std::filesystem::create_directories(dir / "res");
+  std::ofstream(dir / "ref/a.txt") << "0\t2\tdog\n";
+  std::ofstream(dir / "res/a.wav.tsv") << "filename\tonset\toffset\tevent_label\na.wav\t0\t2\tdog\na.wav\t4\t5\tcat\n";
+  const EvalRun r = eval(dir / "ref", dir / "res", true);
+  ASSERT_EQ(r.code, ExitCode::kOk) << r.err;
+  const json cat = json::parse(r.out).at("event_based").at("class_wise").at("cat");
+  // cat: Nref 0, Nsys 1, Ntp 0: P = 0/1 = 0, F = 0/(0 + 1) = 0; R and ER divide by Nref = 0.
+  EXPECT_EQ(cat.at("precision"), 0.0);
+  EXPECT_EQ(cat.at("f_measure"), 0.0);
+  EXPECT_TRUE(cat.at("recall").is_null());
+  EXPECT_TRUE(cat.at("error_rate").is_null());
+  const EvalRun table = eval(dir / "ref", dir / "res", false);
+  EXPECT_THAT(table.out, HasSubstr("  cat                     0      1  0.000  0.000      -      -      -      -      -\n"));
+}
+
 TEST(EvalTest, MalformedListsNameTheFileAndLine) {
   testing::TempDir dir;
   std::filesystem::create_directories(dir / "ref");

@@ -6,6 +6,7 @@ re-implemented in plain Python (no numpy, no sed_eval: no pip here) after the
 structure of sed_eval's own code, on this folder's reference/ and results/.
 
     python3 sed_eval_reference.py > sed_eval_reference.out.json
+    python3 sed_eval_reference.py --check   # ctest eval.SedEvalReferenceOutputIsCurrent
 
 The output is committed beside it; the C++ test compares corepool eval's JSON
 with it. Rates here divide without sed_eval's eps (1/eps would only show up
@@ -14,6 +15,7 @@ where a denominator is 0, and this case has none).
 import json
 import math
 import os
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TIME_RESOLUTION = 1.0
@@ -173,7 +175,14 @@ def main():
             "class_wise": {l: rates(c["Ntp"], c["Nref"], c["Nsys"], 0, c["Nfn"], c["Nfp"]) for l, c in ev_cw.items()},
         },
     }
-    print(json.dumps(out, indent=1, sort_keys=True))
+    text = json.dumps(out, indent=1, sort_keys=True) + "\n"
+    if sys.argv[1:] == ["--check"]:
+        committed = os.path.join(HERE, "sed_eval_reference.out.json")
+        if open(committed).read() != text:
+            sys.exit(f"{committed} is not this script's output: regenerate it (see the docstring)")
+        print("sed_eval_reference.out.json is current")
+        return
+    sys.stdout.write(text)
 
 
 if __name__ == "__main__":
