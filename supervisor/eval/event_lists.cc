@@ -101,6 +101,9 @@ void read_event_list(const fs::path& path, const std::string& own_key, EventList
     if (cols.empty() || (cols.size() == 1 && cols[0].empty())) continue;
     const bool first = !content_seen;
     content_seen = true;
+    if (cols.size() == 1 && cols[0].find(',') != std::string::npos) {
+      bad(where, "one column holding commas: the columns of an event list are tab-separated");
+    }
     if (cols.size() == 1) {  // a file without events
       entry(lists, file_key(cols[0]), path.string());
       ++registered;

@@ -11,7 +11,9 @@
 // |onset difference| <= t_collar and |offset difference| <= max(t_collar,
 // percentage_of_length * reference length). Hits are paired one to one by a
 // maximum bipartite matching (sed_eval's "optimal" event matching): Ntp is its
-// size. Overall, leftover pairs that would hit but for the label count as
+// size (where several maximum matchings exist, which events are left over may
+// differ from sed_eval's Hopcroft-Karp, and with it S against D + I; never Ntp).
+// Overall, leftover pairs that would hit but for the label count as
 // substitutions, greedily in list order; D = Nref - Ntp - S, I = Nsys - Ntp - S.
 // Per label: the matching within the label, D = Nfn, I = Nfp, S = 0.
 // Rates: P = Ntp / Nsys, R = Ntp / Nref, F = 2 Ntp / (Nref + Nsys) (= 2PR/(P+R)),

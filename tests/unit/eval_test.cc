@@ -214,6 +214,10 @@ TEST(EvalTest, MalformedListsNameTheFileAndLine) {
   EXPECT_EQ(r.code, ExitCode::kUsage);
   EXPECT_THAT(r.err, HasSubstr(dir / "res/a.wav.jsonl" + ": no summary line"));
 
+  std::ofstream(dir / "ref/a.txt") << "a.wav,0,1,dog\n";
+  r = eval(dir / "ref", dir / "res", false);
+  EXPECT_THAT(r.err, HasSubstr(dir / "ref/a.txt" + ":1: one column holding commas"));
+
   r = eval(dir / "nowhere", dir / "res", false);
   EXPECT_EQ(r.err, "corepool eval: " + (dir / "nowhere") + ": not a directory\n");
 }
