@@ -39,10 +39,16 @@ std::vector<std::string> columns(const std::string& line) {
   return out;
 }
 
+// Times beyond this are refused: the segment-based count keeps one flag per
+// second and label, and no recording runs for 115 days.
+constexpr double kMaxSeconds = 1e7;
+
+bool in_range(double value) { return std::isfinite(value) && value >= 0 && value <= kMaxSeconds; }
+
 bool seconds(const std::string& text, double& value) {
   char* end = nullptr;
   value = std::strtod(text.c_str(), &end);
-  return !text.empty() && *end == '\0' && std::isfinite(value) && value >= 0;
+  return !text.empty() && *end == '\0' && in_range(value);
 }
 
 // The regular files below `dir` whose names end with one of `suffixes`, sorted;
@@ -116,7 +122,7 @@ void read_event_list(const fs::path& path, const std::string& own_key, EventList
     AnnotatedEvent e;
     if (!seconds(cols[at], e.onset) || !seconds(cols[at + 1], e.offset)) {
       if (first) continue;  // a header
-      bad(where, "onset '" + cols[at] + "' or offset '" + cols[at + 1] + "' is not a time in seconds");
+      bad(where, "onset '" + cols[at] + "' or offset '" + cols[at + 1] + "' is not a time in seconds (0 to 1e7)");
     }
     if (e.offset < e.onset) bad(where, "offset " + cols[at + 1] + " is before onset " + cols[at]);
     e.label = cols[at + 2];
@@ -155,6 +161,9 @@ void read_jsonl_result(const fs::path& path, EventLists& lists) {
     e.onset = line["start"].get<double>();
     e.offset = line["end"].get<double>();
     e.label = line["label"].get<std::string>();
+    if (!in_range(e.onset) || !in_range(e.offset) || e.offset < e.onset) {
+      bad(where, "an event needs 0 <= start <= end <= 1e7 seconds");
+    }
     events.push_back(std::move(e));
   }
   if (!summary) bad(path.string(), "no summary line: the result is not complete (rerun corepool batch)");

@@ -202,7 +202,7 @@ TEST(EvalTest, MalformedListsNameTheFileAndLine) {
   EvalRun r = eval(dir / "ref", dir / "res", false);
   EXPECT_EQ(r.code, ExitCode::kUsage);
   EXPECT_EQ(r.err, "corepool eval: " + (dir / "ref/a.txt") +
-                       ":2: onset '1.5' or offset 'soon' is not a time in seconds\n");
+                       ":2: onset '1.5' or offset 'soon' is not a time in seconds (0 to 1e7)\n");
 
   std::ofstream(dir / "ref/a.txt") << "2\t1\tdog\n";
   r = eval(dir / "ref", dir / "res", false);
@@ -217,6 +217,12 @@ TEST(EvalTest, MalformedListsNameTheFileAndLine) {
   std::ofstream(dir / "ref/a.txt") << "a.wav,0,1,dog\n";
   r = eval(dir / "ref", dir / "res", false);
   EXPECT_THAT(r.err, HasSubstr(dir / "ref/a.txt" + ":1: one column holding commas"));
+
+  std::ofstream(dir / "ref/a.txt") << "0\t1\tdog\n";
+  std::ofstream(dir / "res/a.wav.jsonl") << R"({"file":"a.wav","start":-1,"end":1,"label":"dog","score":1})" << "\n"
+                                         << R"({"file":"a.wav","summary":{}})" << "\n";
+  r = eval(dir / "ref", dir / "res", false);
+  EXPECT_THAT(r.err, HasSubstr(dir / "res/a.wav.jsonl" + ":1: an event needs 0 <= start <= end <= 1e7 seconds"));
 
   r = eval(dir / "nowhere", dir / "res", false);
   EXPECT_EQ(r.err, "corepool eval: " + (dir / "nowhere") + ": not a directory\n");
