@@ -50,11 +50,15 @@ void add_input_flags(CLI::App* cmd, Cli& cli) {
 }
 
 void add_batch_command(CLI::App& app, Cli& cli) {
-  auto* batch = app.add_subcommand("batch", "tag audio files (\"-\": standard input): one JSON Lines result per input");
+  auto* batch = app.add_subcommand("batch", "tag audio files (\"-\": standard input): one result per input (JSON Lines or --format)");
   add_config_flags(batch, cli, kFlagBatch);
   batch->add_flag("--no-progress", cli.no_progress, "never draw the progress bar");
-  batch->add_option("--format", cli.format, "with --out -: jsonl (default) or timeline (one readable line per event)")
-      ->check(CLI::IsMember({"jsonl", "timeline"}));
+  batch->add_option("--format", cli.format,
+                    "jsonl (default), csv, audacity (label track), raven (selection table), dcase (sed_eval event "
+                    "list), or with --out - timeline (one readable line per event)");
+  batch->add_option("--min-score", cli.min_score, "drop events scoring below this (0..1; default 0: keep all)");
+  batch->add_option("--merge-gap", cli.merge_gap,
+                    "SECONDS: join events of one label at most this far apart (score: the higher one)");
   batch->add_option("--audio-stream", cli.audio_stream, "which audio stream of each input, from 0 (default: the first)")
       ->check(CLI::Range(0, 1000));
   batch->add_option("--raw", cli.raw,
@@ -70,6 +74,15 @@ void add_merge_command(CLI::App& app, Cli& cli) {
   add_config_flags(merge, cli, kFlagMerge);
   merge->get_option("--out")->description("the shards' output directory");
   add_input_flags(merge, cli);
+}
+
+void add_eval_command(CLI::App& app, Cli& cli) {
+  auto* eval = app.add_subcommand("eval", "segment- and event-based F1 and error rate (DCASE, sed_eval's "
+                                          "definitions) of batch results against reference annotations");
+  eval->add_option("--reference", cli.eval.reference_dir, "directory of reference event lists (DCASE: "
+                   "[filename<TAB>]onset<TAB>offset<TAB>label; .txt, .tsv or .ann)");
+  eval->add_option("results", cli.eval.results_dir, "batch's --out directory (.jsonl or .tsv results)");
+  eval->add_flag("--json", cli.eval.json, "one JSON object on stdout instead of the tables");
 }
 
 void add_serve_command(CLI::App& app, Cli& cli) {
@@ -145,6 +158,7 @@ void add_doctor_command(CLI::App& app, Cli& cli) {
 Command command_of(const CLI::App& app) {
   if (app.got_subcommand("batch")) return Command::kBatch;
   if (app.got_subcommand("merge")) return Command::kMerge;
+  if (app.got_subcommand("eval")) return Command::kEval;
   if (app.got_subcommand("serve")) return Command::kServe;
   if (app.got_subcommand("bench")) return Command::kBench;
   if (app.got_subcommand("tune")) return Command::kTune;
@@ -160,6 +174,7 @@ std::optional<int> parse_cli(int argc, char** argv, Cli& cli) {
   add_global_flags(app, cli);
   add_batch_command(app, cli);
   add_merge_command(app, cli);
+  add_eval_command(app, cli);
   add_serve_command(app, cli);
   add_bench_command(app, cli);
   add_tune_command(app, cli);

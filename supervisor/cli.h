@@ -11,10 +11,11 @@
 
 #include "supervisor/bench/bench_types.h"
 #include "supervisor/bench/tune.h"
+#include "supervisor/eval/eval.h"
 
 namespace corepool {
 
-enum class Command { kBatch, kMerge, kServe, kBench, kTune, kDoctor, kVersion };
+enum class Command { kBatch, kMerge, kEval, kServe, kBench, kTune, kDoctor, kVersion };
 
 // What the command line says. A config key's flag absent from config_flags
 // was not given: the config file (or its default) decides (commands.cc).
@@ -26,6 +27,8 @@ struct Cli {
   std::map<std::string, std::string> config_flags;
   bool no_progress = false;
   std::string format = "jsonl";
+  std::string min_score;  // batch --min-score, as given (checked in commands.cc: exit 2 with one line)
+  std::string merge_gap;  // batch --merge-gap SECONDS, as given
   int audio_stream = 0;  // batch --audio-stream
   std::string raw;       // batch --raw FORMAT:RATE:CHANNELS (stdin is headerless PCM)
   std::vector<std::string> paths;
@@ -34,6 +37,7 @@ struct Cli {
   std::string root;
   BenchOptions bench;       // --pin lands in bench.pin
   TuneOptions tune;
+  EvalOptions eval;
 };
 
 // Fills `cli` from argv. Returns nullopt when a command is to run, else the

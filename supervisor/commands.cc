@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <filesystem>
 #include <string>
@@ -19,6 +21,7 @@
 #include "supervisor/batch/merge.h"
 #include "supervisor/bench/bench.h"
 #include "supervisor/bench/tune.h"
+#include "supervisor/eval/eval.h"
 #include "supervisor/pool/executor_factory.h"
 #include "supervisor/serve/serve.h"
 #include "worker/model/model.h"
@@ -50,6 +53,42 @@ bool has_inputs(const Cli& cli, const char* command) {
   return false;
 }
 
+// `text` as a finite number in [low, high], else one error line naming the flag.
+std::optional<double> number_flag(const char* flag, const std::string& text, double low, double high,
+                                  const char* expected) {
+  char* end = nullptr;
+  const double value = text.empty() ? NAN : std::strtod(text.c_str(), &end);
+  if (std::isfinite(value) && end != nullptr && *end == '\0' && value >= low && value <= high) return value;
+  spdlog::error("{} {}: expected {}", flag, text, expected);
+  return std::nullopt;
+}
+
+// --format, --min-score and --merge-gap; false after one error line.
+bool output_options(const Cli& cli, const Config& cfg, BatchOptions& batch) {
+  const std::optional<OutputFormat> format = output_format_named(cli.format);
+  if (!format) {
+    spdlog::error("--format {}: expected one of {}", cli.format, output_format_names());
+    return false;
+  }
+  batch.format = *format;
+  if (batch.format == OutputFormat::kTimeline && cfg.out_dir != "-") {
+    spdlog::error("--format timeline prints to a terminal: it needs --out - (result files: jsonl, csv, audacity, "
+                  "raven or dcase)");
+    return false;
+  }
+  if (!cli.min_score.empty()) {
+    const auto score = number_flag("--min-score", cli.min_score, 0.0, 1.0, "a score from 0 to 1");
+    if (!score) return false;
+    batch.filter.min_score = *score;
+  }
+  if (!cli.merge_gap.empty()) {
+    const auto gap = number_flag("--merge-gap", cli.merge_gap, 0.0, 1e9, "a number of seconds >= 0");
+    if (!gap) return false;
+    batch.filter.merge_gap = *gap;
+  }
+  return true;
+}
+
 // The shard (flag, else the scheduler's variables) and the flags' options; no model yet.
 std::optional<BatchOptions> batch_options(const Config& cfg, const Cli& cli) {
   BatchOptions batch;
@@ -66,7 +105,7 @@ std::optional<BatchOptions> batch_options(const Config& cfg, const Cli& cli) {
   batch.out_dir = cfg.out_dir;
   batch.force = cfg.force;
   batch.progress = !cli.no_progress && ::isatty(STDERR_FILENO);
-  batch.timeline = cli.format == "timeline";
+  if (!output_options(cli, cfg, batch)) return std::nullopt;
   batch.audio_stream = cli.audio_stream;
   if (cli.raw.empty()) return batch;
   try {
@@ -88,10 +127,6 @@ ExitCode run_batch_command(const Config& cfg, const Cli& cli) {
   if (!batch) return ExitCode::kUsage;
   auto model = load_model(cfg.model_dir);
   const ExecutorFactory factory = make_executor_factory(cfg, model);
-  if (batch->timeline && batch->out_dir != "-") {
-    spdlog::error("--format timeline prints to a terminal: it needs --out - (result files are always JSON Lines)");
-    return ExitCode::kUsage;
-  }
   const BatchStats stats = run_batch(*batch, model->config, factory);
   if (stats.files_skipped > 0) {
     spdlog::info("skipped {} file(s) whose result is already complete (--force redoes them)", stats.files_skipped);
@@ -145,6 +180,14 @@ ExitCode run_merge_command(const Config& cfg, const Cli& cli) {
     std::fprintf(stderr, "corepool: %s\n", e.what());
     return ExitCode::kUsage;
   }
+}
+
+ExitCode run_eval_command(const Cli& cli) {
+  if (cli.eval.reference_dir.empty() || cli.eval.results_dir.empty()) {
+    std::fprintf(stderr, "corepool eval: give --reference REF_DIR and the results directory\n");
+    return ExitCode::kUsage;
+  }
+  return run_eval(cli.eval, stdout, stderr);
 }
 
 ExitCode run_engine_command(const Config& cfg, const Cli& cli) {

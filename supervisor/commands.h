@@ -23,6 +23,9 @@ ExitCode print_version();
 // `corepool merge`. Reads only: runs before the allocator re-exec and logging.
 ExitCode run_merge_command(const Config& config, const Cli& cli);
 
+// `corepool eval`: reads two directories only, like merge; no model.
+ExitCode run_eval_command(const Cli& cli);
+
 // batch, serve, bench or tune, once logging and the runtime threads are set
 // up. The error that ends one becomes its exit code: an unusable manifest
 // kUsage, a model error kModelError, anything else kInternal.

@@ -26,8 +26,9 @@ int main(int argc, char** argv) {
   if (cli.command == Command::kVersion) return exit_status(corepool::print_version());
   const std::optional<corepool::Config> cfg = corepool::load_effective_config(cli);
   if (!cfg) return exit_status(ExitCode::kUsage);
-  // Reads only: before the allocator re-exec, and it never loads the model.
+  // Read only: before the allocator re-exec, and they never load the model.
   if (cli.command == Command::kMerge) return exit_status(corepool::run_merge_command(*cfg, cli));
+  if (cli.command == Command::kEval) return exit_status(corepool::run_eval_command(cli));
   // May re-execute this binary (same pid, same argv) with jemalloc preloaded.
   const std::string allocator_problem = corepool::ensure_allocator(cfg->allocator, argv);
   corepool::setup_logging(cfg->log_level);

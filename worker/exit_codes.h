@@ -14,9 +14,11 @@ enum class ExitCode : int {
   kOk = 0,                // every input done; serve: drained after SIGTERM/SIGINT; doctor: every line OK
   kInputsFailed = 1,      // batch: some inputs failed, each named on stderr
   kMergeIncomplete = 1,   // merge: some input has no complete result
+  kEvalUnmatched = 1,     // eval: some reference file has no result
   kNoConfigFits = 1,      // tune: no configuration kept p99 under --p99-ms
   kDoctorWarn = 1,        // doctor: the worst line is WARN
-  kUsage = 2,             // usage or config error (a bad key, --shard, scheduler variable or --manifest)
+  kUsage = 2,             // usage or config error (a bad key, --shard, scheduler variable or --manifest; a bad
+                          // --format, --min-score or --merge-gap; eval: an unreadable or malformed list)
   kCannotListen = 2,      // serve: a listener cannot be opened (address in use, bad systemd socket)
   kDoctorFail = 2,        // doctor: a line is FAIL
   kModelError = 3,        // missing directory, not TorchScript, bad model.toml, output shape != labels

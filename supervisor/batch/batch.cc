@@ -30,15 +30,16 @@
 #include <nlohmann/json.hpp>
 
 #include "audio/event_json.h"
+#include "supervisor/batch/event_filter.h"
 #include "supervisor/batch/inputs.h"
 #include "supervisor/batch/manifest.h"
 #include "supervisor/batch/progress.h"
 #include "supervisor/batch/result_file.h"
 #include "supervisor/batch/result_path.h"
+#include "supervisor/batch/result_writer.h"
 #include "supervisor/batch/run_inputs.h"
 #include "supervisor/batch/serial_worker.h"
 #include "supervisor/batch/shard_report.h"
-#include "supervisor/batch/timeline.h"
 #include "audio/audio_stream.h"
 #include "audio/events.h"
 #include "audio/segmenter.h"
@@ -51,8 +52,9 @@ using nlohmann::json;
 
 struct FileJob {
   BatchInput input;
-  std::unique_ptr<ResultFile> out;  // null when writing to stdout
+  std::unique_ptr<ResultWriter> out;
   std::unique_ptr<EventBuilder> events;
+  std::unique_ptr<EventFilter> filter;  // between events and out
   uint64_t submitted = 0;
   uint64_t completed = 0;
   uint64_t total_segments = 0;
@@ -67,7 +69,10 @@ struct FileJob {
 class BatchRun {
  public:
   BatchRun(const BatchOptions& options, const ModelConfig& model, Progress& progress)
-      : options_(options), model_(model), progress_(progress) {}
+      : options_(options), model_(model), progress_(progress) {
+    output_.format = options.format;
+    output_.high_freq_hz = model.sample_rate / 2.0;
+  }
 
   void process(const BatchInput& input, Executor& executor);
   // Queues the opening group (see above) if it is not full yet: at the end
@@ -83,7 +88,6 @@ class BatchRun {
  private:
   uint64_t open_job(const BatchInput& input, const std::string& out_path);  // "" = stdout
   std::unique_ptr<AudioStream> open_stream(const BatchInput& input) const;  // validates; throws AudioError
-  void write(FileJob& job, json line);
   void submit(uint64_t id, Segment& segment, Executor& executor);
   void end_reading(uint64_t id, uint64_t total, double duration, const std::string& error, json skipped);
   void maybe_finish(uint64_t id);  // requires mu_
@@ -93,6 +97,7 @@ class BatchRun {
   const BatchOptions& options_;
   const ModelConfig& model_;
   Progress& progress_;
+  OutputSpec output_;
   std::mutex mu_;
   // Owned through a pointer: a job's EventBuilder holds its address, and a
   // finished job moves out of the table to be committed.
@@ -106,29 +111,19 @@ class BatchRun {
   SerialWorker committer_;  // last: its thread stops before the members it uses go
 };
 
-void BatchRun::write(FileJob& job, json line) {
-  line["file"] = job.input.relative;
-  if (job.out) {
-    job.out->write_line(line);
-  } else {
-    const std::string text = options_.timeline ? timeline_line(line) : line.dump();
-    std::printf("%s\n", text.c_str());
-    std::fflush(stdout);  // line-buffered, also on a pipe: a reader sees each event as it closes
-  }
-}
-
 uint64_t BatchRun::open_job(const BatchInput& input, const std::string& out_path) {
   std::lock_guard<std::mutex> lock(mu_);
   const uint64_t id = next_id_++;
   FileJob& job = *(jobs_[id] = std::make_unique<FileJob>());
   job.input = input;
-  if (!out_path.empty()) job.out = std::make_unique<ResultFile>(out_path);
-  job.events = std::make_unique<EventBuilder>(
-      model_.labels, model_.thresholds, model_.segment_seconds, model_.hop_seconds,
-      [this, &job](const Event& e) {
-        ++job.event_count;
-        write(job, event_json(e));
-      });
+  job.out = std::make_unique<ResultWriter>(output_, input.relative, input.path,
+                                           out_path.empty() ? nullptr : std::make_unique<ResultFile>(out_path));
+  job.filter = std::make_unique<EventFilter>(options_.filter, [&job](const Event& e) {
+    ++job.event_count;
+    job.out->event(e);
+  });
+  job.events = std::make_unique<EventBuilder>(model_.labels, model_.thresholds, model_.segment_seconds,
+                                              model_.hop_seconds, [&job](const Event& e) { job.filter->add(e); });
   return id;
 }
 
@@ -165,7 +160,9 @@ void BatchRun::process(const BatchInput& input, Executor& executor) {
     AudioStream& stream = *opened;
     if (input.pipe) flush_opening(executor);  // from here on every segment goes at once
     // Checked again here, just before the file is created: the tree may have changed.
-    id = open_job(input, options_.out_dir == "-" ? "" : result_path(options_.out_dir, input.relative));
+    id = open_job(input, options_.out_dir == "-" ? ""
+                                                : result_path(options_.out_dir, input.relative,
+                                                              result_extension(options_.format)));
     Segmenter segmenter(model_.segment_samples(), model_.hop_samples());
     std::vector<float> block;
     Segment segment;
@@ -258,7 +255,7 @@ void BatchRun::commit(FileJob& job) {
       job.error = job.input.path + ": " + e.what();
     }
   }
-  if (!job.error.empty() && job.out) job.out->abandon();
+  if (!job.error.empty()) job.out->abandon();
   std::lock_guard<std::mutex> lock(mu_);
   if (job.error.empty()) {
     ++stats_.files_ok;
@@ -274,6 +271,7 @@ void BatchRun::commit(FileJob& job) {
 
 void BatchRun::finish_ok(FileJob& job) {
   job.events->finish(job.total_segments, job.duration);
+  job.filter->finish();
   const double wall = std::chrono::duration<double>(Clock::now() - job.started).count();
   json summary = {{"duration", rounded(job.duration, 1e3)},
                   {"segments", job.total_segments},
@@ -281,8 +279,8 @@ void BatchRun::finish_ok(FileJob& job) {
                   {"wall_seconds", rounded(wall, 1e3)},
                   {"x_realtime", rounded(wall > 0 ? job.duration / wall : 0.0, 1e1)}};
   if (!job.skipped.is_null()) summary["skipped"] = job.skipped;
-  write(job, {{"summary", std::move(summary)}});
-  if (job.out) job.out->commit();
+  job.out->summary(std::move(summary));
+  job.out->commit();
 }
 
 void BatchRun::fail_input(const std::string& key, const std::string& message) {
@@ -295,19 +293,23 @@ void BatchRun::fail_input(const std::string& key, const std::string& message) {
 
 // Temp files of results (and the report) of this shard; other shards may be
 // writing theirs into the same directory from other hosts right now.
-std::function<bool(const std::string&)> owned_temp_files(const ShardSpec& shard) {
+std::function<bool(const std::string&)> owned_temp_files(const ShardSpec& shard, const std::string& suffix) {
   if (!shard.sharded()) return {};
   const std::string report = std::string(kShardReportDir) + "/" + std::to_string(shard.index) + "-of-" +
                              std::to_string(shard.count) + ".json";
-  return [shard, report](const std::string& relative) {
-    constexpr std::string_view kSuffix = ".jsonl";
+  return [shard, report, suffix](const std::string& relative) {
     if (relative == report) return true;
-    if (relative.size() <= kSuffix.size() || relative.compare(relative.size() - kSuffix.size(), kSuffix.size(),
-                                                              kSuffix) != 0) {
+    if (relative.size() <= suffix.size() || relative.compare(relative.size() - suffix.size(), suffix.size(),
+                                                             suffix) != 0) {
       return false;
     }
-    return shard.owns(std::string_view(relative).substr(0, relative.size() - kSuffix.size()));
+    return shard.owns(std::string_view(relative).substr(0, relative.size() - suffix.size()));
   };
+}
+
+// JSON Lines: ends with its summary line; the others: exists (output_format.h).
+bool result_done(OutputFormat format, const std::string& path) {
+  return has_summary_line(format) ? result_is_complete(path) : result_file_exists(path);
 }
 
 void report_shard(const BatchOptions& options, const BatchStats& stats) {
@@ -330,19 +332,20 @@ BatchStats run_batch(const BatchOptions& options, const ModelConfig& model,
                      const ExecutorFactory& make_executor) {
   const auto start = Clock::now();
   InputList list = shard_inputs(options);
-  if (options.out_dir != "-") sweep_stale_temp_files(options.out_dir, owned_temp_files(options.shard));
+  const std::string extension = result_extension(options.format);
+  if (options.out_dir != "-") sweep_stale_temp_files(options.out_dir, owned_temp_files(options.shard, extension));
   std::vector<BatchInput> todo;
   size_t skipped = 0, refused = 0;  // refused: inputs whose result path would leave --out
   for (const auto& in : list.inputs) {
     std::string out;
     try {
-      if (options.out_dir != "-") out = result_path(options.out_dir, in.relative);
+      if (options.out_dir != "-") out = result_path(options.out_dir, in.relative, extension);
     } catch (const std::exception& e) {
       list.errors.push_back({in.relative, in.path + ": " + e.what()});
       ++refused;
       continue;
     }
-    if (!options.force && !out.empty() && !in.pipe && result_is_complete(out)) {
+    if (!options.force && !out.empty() && !in.pipe && result_done(options.format, out)) {
       ++skipped;
       continue;
     }
@@ -352,6 +355,7 @@ BatchStats run_batch(const BatchOptions& options, const ModelConfig& model,
                     options.progress ? total_audio_seconds(todo, options.audio_stream) : 0.0);
   BatchRun run(options, model, progress);
   for (const auto& e : list.errors) run.fail_input(e.key, e.message);
+  if (options.out_dir == "-") print_stdout_header(options.format);
   Clock::time_point ready, drained;
   {
     std::unique_ptr<Executor> executor =

@@ -1,6 +1,6 @@
 // `corepool batch`: every input file goes through validation -> features ->
-// inference -> post-processing, and gets one JSON Lines result (events ordered
-// by time, then a summary line), written atomically. "-" is standard input,
+// inference -> post-processing, and gets one result (JSON Lines: events ordered
+// by time, then a summary line; or another --format), written atomically. "-" is standard input,
 // read as a stream: with --out - its events are printed as each one closes. The executor (engine
 // threads or worker processes, engine.mode) is made by the caller's factory.
 #pragma once
@@ -12,7 +12,9 @@
 
 #include "audio/audio_source.h"
 #include "config/model_config.h"
+#include "supervisor/batch/event_filter.h"
 #include "supervisor/batch/inputs.h"
+#include "supervisor/batch/output_format.h"
 #include "supervisor/batch/shard.h"
 #include "supervisor/pool/executor_factory.h"
 #include "worker/exit_codes.h"
@@ -27,7 +29,8 @@ struct BatchOptions {
   std::string out_dir = "corepool-out";  // "-" writes every line to stdout
   bool force = false;              // redo inputs whose result is complete
   bool progress = false;           // draw the progress bar on stderr
-  bool timeline = false;           // with out_dir "-": human-readable lines (timeline.h), not JSON
+  OutputFormat format = OutputFormat::kJsonl;  // timeline: with out_dir "-" only (timeline.h)
+  EventFilterOptions filter;       // --min-score, --merge-gap
   int audio_stream = 0;            // which audio stream of each input (0 = the first)
   RawPcm raw;                      // stdin is headerless PCM of this shape (--raw); empty: probe it
 };

@@ -90,6 +90,11 @@ void ResultFile::write_line(const nlohmann::json& line) {
   // with U+FFFD rather than failing the whole input over one name.
   std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   text.push_back('\n');
+  write_text(text);
+}
+
+void ResultFile::write_text(const std::string& text) {
+  require_open("write_text");
   if (std::fwrite(text.data(), 1, text.size(), file_) != text.size()) {
     fail("cannot write result file");
   }
@@ -183,6 +188,11 @@ std::optional<nlohmann::json> result_summary(const std::string& path) {
 }
 
 bool result_is_complete(const std::string& path) { return result_summary(path).has_value(); }
+
+bool result_file_exists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Batch output: one JSON Lines file per input. Written to "<final>.tmp.<pid>"
+// Batch output: one result file per input (JSON Lines, or a --format's text). Written to "<final>.tmp.<pid>"
 // and renamed into place only when complete, so a killed run never leaves a
 // partial result under the final name. Owned by the batch driver, one per file.
 #pragma once
@@ -25,6 +25,8 @@ class ResultFile {
   // Appends one JSON object as one line. Throws std::runtime_error if the write
   // fails, std::logic_error after commit() or abandon().
   void write_line(const nlohmann::json& line);
+  // Appends text as it is (the other formats' lines, output_format.h); same throws.
+  void write_text(const std::string& text);
   // Flushes, fsyncs, renames to the final path. Throws std::runtime_error on
   // failure (the temporary file is then removed), std::logic_error if the file
   // was already committed or abandoned.
@@ -53,6 +55,11 @@ class ResultFile {
 // "summary" key: the mark that a result was written in full. Reads only the
 // end of the file; a last line over 16 MiB counts as incomplete.
 bool result_is_complete(const std::string& path);
+
+// True if `path` is a regular file: the mark of a complete result in the
+// formats without a summary line (output_format.h), which only ever appear
+// under their final name once written in full.
+bool result_file_exists(const std::string& path);
 
 // The "summary" object of a complete result, nullopt if the result is not
 // complete (same test as result_is_complete). Used by `corepool merge`.

@@ -39,9 +39,9 @@ void check_existing(const fs::path& out_dir, const fs::path& rel, const std::str
 
 }  // namespace
 
-std::string result_path(const std::string& out_dir, const std::string& relative) {
-  const std::string path = out_dir + "/" + relative + ".jsonl";
-  const fs::path rel(relative + ".jsonl");
+std::string result_path(const std::string& out_dir, const std::string& relative, const std::string& extension) {
+  const std::string path = out_dir + "/" + relative + extension;
+  const fs::path rel(relative + extension);
   if (relative.empty()) refuse(path, out_dir, "the input has no name");
   if (rel.is_absolute()) refuse(path, out_dir, "'" + relative + "' is an absolute path");
   for (const fs::path& part : rel) {
