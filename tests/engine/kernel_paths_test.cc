@@ -9,6 +9,7 @@
 // optimizer's tolerance makes it fall back to the module as loaded, and that
 // must fail a test, not pass unseen.
 #include <cmath>
+#include <ostream>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -27,6 +28,10 @@
 #include "worker/optimize/winograd_rewrite.h"
 
 namespace corepool {
+
+// gtest names the parameters of a failing case with this (found by ADL).
+static void PrintTo(KernelPath path, std::ostream* os) { *os << kernel_path_name(path); }
+
 namespace {
 
 // One convolution (its ReLU, its pool) in a module of its own.
@@ -227,6 +232,8 @@ struct ModelCase {
   const char* name;
   const char* dir;
 };
+
+void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.name; }
 
 class OptimizedModelTest : public ::testing::TestWithParam<std::tuple<ModelCase, KernelPath>> {};
 
