@@ -193,6 +193,7 @@ json point_json(const BenchOptions& o, const Config& engine, const EnginePlan& p
           {"intra_op", engine.intra_op_threads},
           {"allocator", allocator_in_use()},
           {"optimize", plan.optimize.applied},
+          {"kernels", plan.optimize.kernels},
           {"batch", plan.max_batch},
           {"batch_measured", plan.measured},
           {"winograd_chunks", plan.optimize.winograd_chunks},
@@ -240,7 +241,8 @@ std::vector<int64_t> parse_chunks(const std::string& text) {
 ExitCode print_plan(const BenchOptions& o, const Config& config) {
   auto model = load_model(o.model_dir);
   const EnginePlan plan = plan_engine(model, {config.optimize, config.max_batch, 1024, false, {}, config.kernels});
-  std::printf("%s\n", json{{"kind", "plan"}, {"optimize", plan.optimize.applied}, {"batch", plan.max_batch},
+  std::printf("%s\n", json{{"kind", "plan"}, {"optimize", plan.optimize.applied}, {"kernels", plan.optimize.kernels},
+                           {"batch", plan.max_batch},
                            {"winograd_chunks", plan.optimize.winograd_chunks}, {"plan", plan.text()}}.dump().c_str());
   return ExitCode::kOk;
 }
