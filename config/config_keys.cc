@@ -59,6 +59,12 @@ std::vector<ConfigKey> make_keys() {
            {"--optimize", kEngineCommands & ~kFlagTune,
             "none | onednn (default) | onednn-direct | bf16: how the model is optimized at load"},
            "how the model is prepared at load: oneDNN kernels, LibTorch's passes alone, bfloat16, or as loaded"),
+      text("engine.kernels", T::kString, &Config::kernels, {"auto", "onednn", "corepool", "portable", "torch"}, R::kYes,
+           {"--kernels", kEngineCommands & ~kFlagTune,
+            "auto (default) | onednn | corepool | portable | torch: the kernels of optimize = onednn"},
+           "with optimize = \"onednn\", whose kernels run the rewritten convolutions and linear layers: auto (this "
+           "CPU's choice), onednn (oneDNN's Winograd, AVX-512), corepool (corepool's AVX2 Winograd and packed GEMM), "
+           "portable (corepool's Winograd without AVX2), torch (none: LibTorch's own)"),
       integer("engine.queue_depth", &Config::queue_depth, 0, 1000000, R::kYes, none,
               "segments in flight between decoding and inference (bounds memory); 0 = 4 * workers * max_batch"),
       boolean("engine.pin_threads", &Config::pin_threads, R::kYes, none,

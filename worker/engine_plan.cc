@@ -13,6 +13,8 @@ std::string EnginePlan::text() const {
   std::string s = "optimize " + optimize.applied;
   if (!optimize.fallback.empty()) s += " (asked for " + optimize.requested + ")";
   if (optimize.applied != "none") {
+    // The kernel path in use, and what engine.kernels asked for when that was the CPU's choice.
+    s += ", kernels " + optimize.kernels + (optimize.kernels_requested == "auto" ? " (auto)" : "");
     s += fmt::format(" in {:.2f} s, max |score difference| {:.2g}", optimize.seconds, optimize.max_difference);
   }
   if (optimize.winograd_layers > 0) {
@@ -39,7 +41,7 @@ std::string EnginePlan::text() const {
 
 EnginePlan plan_engine(const std::shared_ptr<const LoadedModel>& model, const PlanRequest& request) {
   EnginePlan plan;
-  plan.optimize = optimize_model(*model, request.optimize, request.shared, request.winograd_chunks);
+  plan.optimize = optimize_model(*model, request.optimize, request.shared, request.winograd_chunks, request.kernels);
   if (!plan.optimize.fallback.empty()) {
     spdlog::warn("{}: engine.optimize = \"{}\" not applied, running the model as loaded: {}", model->dir,
                  request.optimize, plan.optimize.fallback);

@@ -1,5 +1,5 @@
 // How an engine will run a model, decided once before any engine or worker
-// exists: the optimization applied (engine.optimize) and the batch size
+// exists: the optimization applied (engine.optimize, on engine.kernels' path) and the batch size
 // (engine.max_batch, measured when 0). Made by the executor factory; read by
 // the log, /metrics, doctor and bench. Torch-free: a plain value.
 #pragma once
@@ -28,6 +28,7 @@ struct PlanRequest {
   int limit = 1024;                 // the most a batch may hold (the model's and the rings' limits)
   bool shared = false;              // process mode: optimized weights in a shared WeightArena
   std::vector<int64_t> winograd_chunks{};  // items per Winograd call, per layer; empty = measure (optimize.h)
+  std::string kernels = "auto";            // engine.kernels (worker/kernels/kernel_path.h)
 };
 
 // Optimizes (falling back with a WARN), then calibrates when asked; logs the

@@ -312,7 +312,7 @@ std::shared_ptr<spdlog::logger> make_worker_logger(const WorkerSetup& setup) {
     if (setup.cpu >= 0) pin_current_thread(setup.cpu);
     if (!setup.naive_model_dir.empty()) {
       model = load_model(setup.naive_model_dir);
-      const OptimizeOutcome o = optimize_model(*model, setup.optimize, /*shared=*/false);
+      const OptimizeOutcome o = optimize_model(*model, setup.optimize, /*shared=*/false, {}, setup.kernels);
       if (!o.fallback.empty()) log->warn("engine.optimize = \"{}\" not applied: {}", setup.optimize, o.fallback);
     }
     // Optimized weights live in the supervisor's arena: map them in one go.

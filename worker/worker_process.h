@@ -24,6 +24,7 @@ struct WorkerSetup {
   std::string log_level = "info";
   std::string naive_model_dir;  // non-empty: load a private copy (naive mode, for benchmarks)
   std::string optimize = "none";  // naive mode: engine.optimize for that private copy
+  std::string kernels = "auto";   // ... and engine.kernels
   bool check_model = true;       // run one forward() before ready (the pool's first generation)
   const void* weights = nullptr;  // the shared weight segment, prefaulted at start
   size_t weights_bytes = 0;

@@ -134,8 +134,8 @@ void resolve_plans(const BenchOptions& o, std::vector<SweepPoint>& grid) {
     if (!batch_measured && optimize != "onednn") continue;  // nothing to measure once
     if (!plans.count(optimize)) {
       plans[optimize] = json::parse(run_self({"--log-level", child_log_level(optimize), "bench", "--point", "plan",
-                                              "--model", o.model_dir, "--optimize", optimize, "--max-batch",
-                                              std::to_string(o.max_batch)}));
+                                              "--model", o.model_dir, "--optimize", optimize, "--kernels",
+                                              o.kernels, "--max-batch", std::to_string(o.max_batch)}));
       std::printf("  measured once for every %s point: %s\n", optimize.c_str(),
                   plans[optimize]["plan"].get<std::string>().c_str());
     }
@@ -161,7 +161,7 @@ json run_point_child(const BenchOptions& o, const SweepPoint& p, const std::stri
       "--model", o.model_dir, "--workers", std::to_string(p.workers), "--intra-op-threads",
       std::to_string(p.intra_op), "--inter-op-threads", p.kind == "defaults" ? "0" : "1", "--max-batch",
       std::to_string(p.max_batch >= 0 ? p.max_batch : o.max_batch), "--optimize",
-      optimize, o.pin ? "--pin" : "--no-pin"};
+      optimize, "--kernels", o.kernels, o.pin ? "--pin" : "--no-pin"};
   if (!p.winograd_chunks.empty()) {
     args.push_back("--winograd-chunks");
     args.push_back(p.winograd_chunks);
@@ -193,6 +193,7 @@ ExitCode run_bench_command(BenchOptions o, const Config& config) {
   o.workers = config.workers;
   o.max_batch = config.max_batch;
   o.optimize = config.optimize;
+  o.kernels = config.kernels;
   o.pin = config.pin_threads && o.pin;
   if (!o.point.empty()) return run_bench_point(o, config);
   return run_bench(o);

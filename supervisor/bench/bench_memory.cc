@@ -69,6 +69,7 @@ ProcessPoolOptions pool_options(int workers, bool naive, int batch, const Config
   opts.log_level = std::string(spdlog::level::to_string_view(spdlog::get_level()).data());
   opts.naive_weights = naive;
   opts.optimize = engine.optimize;
+  opts.kernels = engine.kernels;
   return opts;
 }
 
@@ -76,7 +77,8 @@ ProcessPoolOptions pool_options(int workers, bool naive, int batch, const Config
 // sealed arena, the batch measured when engine.max_batch is 0. The caller has
 // set this process to one LibTorch thread (no OpenMP pool at fork).
 EnginePlan plan_shared(const std::shared_ptr<const LoadedModel>& model, const Config& engine) {
-  return plan_engine(model, {engine.optimize, engine.max_batch, static_cast<int>(shm::kMaxBatch), true});
+  return plan_engine(model,
+                     {engine.optimize, engine.max_batch, static_cast<int>(shm::kMaxBatch), true, {}, engine.kernels});
 }
 
 // The naive baseline's supervisor: the model's config and no weights (an empty
@@ -247,8 +249,8 @@ ExitCode run_memory_bench(const BenchOptions& o) {
   // points that calibrated each for themselves would differ by its noise.
   int batch = o.max_batch;
   if (batch == 0) {
-    const json plan = json::parse(run_self({"--log-level", "warn", "bench", "--point", "plan", "--model",
-                                            o.model_dir, "--optimize", o.optimize, "--max-batch", "0"}));
+    const json plan = json::parse(run_self({"--log-level", "warn", "bench", "--point", "plan", "--model", o.model_dir,
+                                            "--optimize", o.optimize, "--kernels", o.kernels, "--max-batch", "0"}));
     batch = plan["batch"];
     std::printf("batch measured once for every point: %s\n", plan["plan"].get<std::string>().c_str());
   }
@@ -257,10 +259,11 @@ ExitCode run_memory_bench(const BenchOptions& o) {
   for (int n : counts) {
     points.emplace_back(json::parse(run_self({"--log-level", "warn", "bench", "--point", "memory", "--model",
                                               o.model_dir, "--workers", std::to_string(n), "--optimize", o.optimize,
-                                              "--max-batch", std::to_string(batch)})),
+                                              "--kernels", o.kernels, "--max-batch", std::to_string(batch)})),
                         json::parse(run_self({"--log-level", "warn", "bench", "--point", "memory", "--model",
                                               o.model_dir, "--workers", std::to_string(n), "--naive", "--optimize",
-                                              o.optimize, "--max-batch", std::to_string(batch)})));
+                                              o.optimize, "--kernels", o.kernels, "--max-batch",
+                                              std::to_string(batch)})));
   }
   print_memory_table("right after the work (every worker still holds its batch's activations, kept for reuse until 100 ms idle)", "pss_kb",
                      counts, points, batch);
@@ -268,7 +271,7 @@ ExitCode run_memory_bench(const BenchOptions& o) {
                      "rest_pss_kb", counts, points, batch);
   if (o.respawn) {
     const json j = json::parse(run_self({"--log-level", "error", "bench", "--point", "respawn", "--model",
-                                         o.model_dir, "--optimize", o.optimize, "--max-batch",
+                                         o.model_dir, "--optimize", o.optimize, "--kernels", o.kernels, "--max-batch",
                                          std::to_string(batch)}));
     std::printf("respawn (SIGKILL -> replacement answers), %d kills: median %.1f ms, min %.1f ms, max %.1f ms;\n"
                 "the same request on a warm worker: median %.1f ms\neach kill, in order (ms):",

@@ -193,6 +193,7 @@ json point_json(const BenchOptions& o, const Config& engine, const EnginePlan& p
           {"intra_op", engine.intra_op_threads},
           {"allocator", allocator_in_use()},
           {"optimize", plan.optimize.applied},
+          {"kernels", plan.optimize.kernels},
           {"batch", plan.max_batch},
           {"batch_measured", plan.measured},
           {"winograd_chunks", plan.optimize.winograd_chunks},
@@ -239,8 +240,9 @@ std::vector<int64_t> parse_chunks(const std::string& text) {
 // batch once and run every point of one engine.optimize at it.
 ExitCode print_plan(const BenchOptions& o, const Config& config) {
   auto model = load_model(o.model_dir);
-  const EnginePlan plan = plan_engine(model, {config.optimize, config.max_batch, 1024, false});
-  std::printf("%s\n", json{{"kind", "plan"}, {"optimize", plan.optimize.applied}, {"batch", plan.max_batch},
+  const EnginePlan plan = plan_engine(model, {config.optimize, config.max_batch, 1024, false, {}, config.kernels});
+  std::printf("%s\n", json{{"kind", "plan"}, {"optimize", plan.optimize.applied}, {"kernels", plan.optimize.kernels},
+                           {"batch", plan.max_batch},
                            {"winograd_chunks", plan.optimize.winograd_chunks}, {"plan", plan.text()}}.dump().c_str());
   return ExitCode::kOk;
 }
@@ -280,7 +282,7 @@ ExitCode run_bench_point(const BenchOptions& o, const Config& config) {
   // the plan's batch (a ceiling at a worse batch would be no ceiling).
   const EnginePlan plan =
       plan_engine(model, {engine.optimize, engine.max_batch, processes ? static_cast<int>(shm::kMaxBatch) : 1024,
-                          processes, parse_chunks(o.winograd_chunks)});
+                          processes, parse_chunks(o.winograd_chunks), engine.kernels});
   engine.max_batch = plan.max_batch;
   const bool pin = o.pin && engine.intra_op_threads == 1;  // as make_executor_factory decides
   Measured m;

@@ -30,6 +30,7 @@ struct BenchOptions {
   int workers = 0;             // a point's engine threads / workers (0 = usable cpus)
   int max_batch = 0;           // engine.max_batch of the non-plain kinds (0 = measured)
   std::string optimize = "onednn";  // engine.optimize of the non-plain kinds
+  std::string kernels = "auto";     // engine.kernels of every kind
   double audio_seconds = 60;   // length of the generated input file
   int repeats = 3;             // interleaved repetitions; medians are reported
   bool quick = false;          // a small sweep that runs in under 3 minutes

@@ -83,7 +83,7 @@ std::vector<CheckResult> run_doctor_checks(const Config& cfg, const HostPaths& p
   CpuLoadWindow load(paths, budget);
   std::vector<CheckResult> results = process_checks(plan.intra, cfg.allocator, paths);
   append(results, cpu_budget_checks(plan, budget, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN))));
-  const ModelProbe probe = probe_model(cfg.model_dir, cfg.max_batch, cfg.optimize);
+  const ModelProbe probe = probe_model(cfg.model_dir, cfg.max_batch, cfg.optimize, cfg.kernels);
   append(results, probe.results);
   results.push_back(load.finish(kLoadWindow));
   append(results, room_checks(plan, probe, paths));
@@ -94,9 +94,10 @@ ExitCode print_doctor_report(const Config& cfg) {
   const std::string workers = cfg.workers > 0 ? std::to_string(cfg.workers) : "auto";
   const std::string intra = cfg.intra_op_threads > 0 ? std::to_string(cfg.intra_op_threads) : "default";
   const std::string batch = cfg.max_batch > 0 ? std::to_string(cfg.max_batch) : "measured";
-  std::printf("corepool doctor: %s mode, %s workers, %s intra-op thread(s), max batch %s, optimize %s, model %s\n",
+  std::printf("corepool doctor: %s mode, %s workers, %s intra-op thread(s), max batch %s, optimize %s, kernels %s, "
+              "model %s\n",
               cfg.mode.c_str(), workers.c_str(), intra.c_str(), batch.c_str(), cfg.optimize.c_str(),
-              cfg.model_dir.c_str());
+              cfg.kernels.c_str(), cfg.model_dir.c_str());
   const std::vector<CheckResult> results = run_doctor_checks(cfg);
   int counts[3] = {0, 0, 0};
   for (const auto& r : results) {

@@ -148,7 +148,8 @@ CheckResult model_verdict(const std::string& dir, const std::map<std::string, ui
   return CheckResult::ok("model", found);
 }
 
-ModelProbe probe_model(const std::string& dir, int max_batch, const std::string& optimize) {
+ModelProbe probe_model(const std::string& dir, int max_batch, const std::string& optimize,
+                       const std::string& kernels) {
   ModelProbe probe;
   try {
     probe.model = load_model(dir);
@@ -159,7 +160,8 @@ ModelProbe probe_model(const std::string& dir, int max_batch, const std::string&
   }
   probe.results.push_back(weights_check(*probe.model));
   try {
-    probe.results.push_back(plan_check(probe.model, optimize, max_batch, probe.plan));
+    probe.results.push_back(plan_check(probe.model, optimize, kernels, max_batch, probe.plan));
+    if (probe.results.back().verdict != Verdict::kFail) probe.results.push_back(kernels_check(probe.plan));
   } catch (const std::exception& e) {  // the calibration's forward() failed: forward_check says why
     probe.plan.max_batch = std::max(1, max_batch);
   }

@@ -25,10 +25,12 @@ struct ModelProbe {
 };
 
 // `max_batch` is engine.max_batch (0 = measured; capped at the model's own
-// max_batch), `optimize` engine.optimize: the probe plans the engine as the
-// service would ("engine plan"), runs the forward at the plan's batch, and
-// compares bf16 with fp32 ("bf16", doctor_optimize.h).
-ModelProbe probe_model(const std::string& dir, int max_batch, const std::string& optimize);
+// max_batch), `optimize` engine.optimize, `kernels` engine.kernels: the probe
+// plans the engine as the service would ("engine plan", "kernels"), runs the
+// forward at the plan's batch, and compares bf16 with fp32 ("bf16",
+// doctor_optimize.h).
+ModelProbe probe_model(const std::string& dir, int max_batch, const std::string& optimize,
+                       const std::string& kernels = "auto");
 
 // The "model" line for weights of these dtypes ("float32" -> bytes).
 CheckResult model_verdict(const std::string& dir, const std::map<std::string, uint64_t>& bytes_by_dtype,

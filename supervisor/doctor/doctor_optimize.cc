@@ -6,20 +6,42 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 
 #include "supervisor/bench/bench_agreement.h"
+#include "worker/kernels/kernel_path.h"
 
 namespace corepool {
 
-CheckResult plan_check(const std::shared_ptr<const LoadedModel>& model, const std::string& optimize, int max_batch,
-                       EnginePlan& plan) {
-  plan = plan_engine(model, {optimize, max_batch, 1024, false});
+CheckResult plan_check(const std::shared_ptr<const LoadedModel>& model, const std::string& optimize,
+                       const std::string& kernels, int max_batch, EnginePlan& plan) {
+  try {
+    plan = plan_engine(model, {optimize, max_batch, 1024, false, {}, kernels});
+  } catch (const std::invalid_argument& e) {  // an engine.kernels path this CPU cannot run
+    plan.max_batch = std::max(1, max_batch);
+    return CheckResult::fail("engine plan", e.what(), "set engine.kernels to a path this CPU runs (auto always does)");
+  }
   if (!plan.optimize.fallback.empty()) {
     return CheckResult::warn("engine plan", plan.text() + ": " + plan.optimize.fallback,
                              "the model runs as loaded; see the reason (engine.optimize = \"none\" silences this)");
   }
   return CheckResult::ok("engine plan", plan.text());
+}
+
+CheckResult kernels_check(const EnginePlan& plan) {
+  std::string runs, not_here;
+  for (const std::string& name : kernel_path_names()) {
+    const std::string why = kernel_path_unavailable(*parse_kernel_path(name));
+    if (why.empty()) {
+      runs += (runs.empty() ? "" : ", ") + name;
+    } else {
+      not_here += "; not " + name + ": " + why;
+    }
+  }
+  const std::string in_use = plan.optimize.applied == "none" ? "torch (engine.optimize = none)" : plan.optimize.kernels;
+  return CheckResult::ok("kernels", "in use: " + in_use + " (engine.kernels = " + plan.optimize.kernels_requested +
+                                        "); this CPU runs engine.kernels = " + runs + not_here);
 }
 
 // doctor is a quick check: bf16's answers are compared for at most this long

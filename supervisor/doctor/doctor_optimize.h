@@ -13,10 +13,15 @@
 
 namespace corepool {
 
-// "engine plan": OK with the plan's text, WARN when the optimization fell back.
+// "engine plan": OK with the plan's text, WARN when the optimization fell back,
+// FAIL when engine.kernels names a path this CPU cannot run.
 // Optimizes `model` in place (as the service would before its engines start).
-CheckResult plan_check(const std::shared_ptr<const LoadedModel>& model, const std::string& optimize, int max_batch,
-                       EnginePlan& plan);
+CheckResult plan_check(const std::shared_ptr<const LoadedModel>& model, const std::string& optimize,
+                       const std::string& kernels, int max_batch, EnginePlan& plan);
+
+// "kernels": the path the plan's layers run on (engine.kernels), and every
+// path this CPU runs, with why for each it cannot.
+CheckResult kernels_check(const EnginePlan& plan);
 
 // "bf16": bf16 vs fp32 as `corepool bench --bf16-agreement` measures it
 // (supervisor/bench/bench_agreement.h); OK when labels agree on >= 99 % of the

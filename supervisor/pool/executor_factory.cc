@@ -17,7 +17,8 @@ ExecutorFactory make_executor_factory(const Config& config, std::shared_ptr<cons
                                       EnginePlan* plan_out) {
   const bool process = config.mode == "process";
   const EnginePlan plan = plan_engine(
-      model, {config.optimize, config.max_batch, process ? static_cast<int>(shm::kMaxBatch) : 1024, process});
+      model, {config.optimize, config.max_batch, process ? static_cast<int>(shm::kMaxBatch) : 1024, process, {},
+              config.kernels});
   if (plan_out) *plan_out = plan;
   Config cfg = config;
   cfg.max_batch = plan.max_batch;
@@ -44,6 +45,7 @@ ExecutorFactory make_executor_factory(const Config& config, std::shared_ptr<cons
     opts.max_rss_bytes = static_cast<uint64_t>(cfg.max_rss_mb) << 20;
     opts.log_level = cfg.log_level;
     opts.optimize = cfg.optimize;
+    opts.kernels = cfg.kernels;
     return [model, opts](Executor::Completion done) {
       return std::make_unique<ProcessPool>(model, opts, std::move(done));
     };

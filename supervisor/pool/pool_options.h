@@ -21,6 +21,7 @@ struct ProcessPoolOptions {
   std::string log_level = "info";
   bool naive_weights = false;     // each worker loads its own copy (memory benchmark only)
   std::string optimize = "none";  // naive workers optimize their own copy so (worker/optimize/optimize.h)
+  std::string kernels = "auto";   // ... on this engine.kernels path
   int intra_op_threads = 1;       // each worker's own intra-op pool (0 = LibTorch's default)
   // Recycling (gunicorn's max_requests, uWSGI's reload-on-rss): a worker that
   // has run this many segments, or whose resident set exceeds this many bytes,

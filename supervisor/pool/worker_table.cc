@@ -106,6 +106,7 @@ void WorkerTable::spawn(Worker& w) {
   setup.log_level = options_.log_level;
   if (options_.naive_weights) setup.naive_model_dir = model_->dir;
   setup.optimize = options_.optimize;
+  setup.kernels = options_.kernels;
   // The first generation proves the model runs here (a boot failure stops the
   // pool); a replacement runs the very same module, so it skips that forward()
   // and answers sooner. So a first start may take start_timeout_ms, and a

@@ -15,6 +15,7 @@
 #include "supervisor/doctor/doctor_check.h"
 #include "supervisor/doctor/doctor_host.h"
 #include "supervisor/doctor/doctor_model.h"
+#include "supervisor/doctor/doctor_optimize.h"
 #include "supervisor/doctor/doctor_procfs.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
@@ -247,6 +248,28 @@ TEST(DoctorModelTest, Float64WeightsWarn) {
   const CheckResult doubles = model_verdict("m", {{"float32", 1000}, {"float64", 8}}, 4);
   EXPECT_EQ(doubles.verdict, Verdict::kWarn);
   EXPECT_THAT(doubles.found, HasSubstr("float64"));
+}
+
+// The plan line and the "kernels" line name the path in use: here the
+// portable one, which every CPU runs; the "kernels" line lists torch and auto,
+// which every CPU runs too.
+TEST(DoctorModelTest, ThePlanAndTheKernelsLineNameThePathInUse) {
+  EnginePlan plan;
+  const CheckResult line = plan_check(load_model(COREPOOL_DEFAULT_MODEL), "onednn", "portable", 2, plan);
+  EXPECT_EQ(line.verdict, Verdict::kOk) << line.found;
+  EXPECT_THAT(line.found, HasSubstr("optimize onednn, kernels portable in "));
+  const CheckResult kernels = kernels_check(plan);
+  EXPECT_EQ(kernels.verdict, Verdict::kOk);
+  EXPECT_THAT(kernels.found, HasSubstr("in use: portable (engine.kernels = portable)"));
+  EXPECT_THAT(kernels.found, HasSubstr("this CPU runs engine.kernels = auto, "));
+  EXPECT_THAT(kernels.found, HasSubstr("portable, torch"));
+}
+
+TEST(DoctorModelTest, AnUnknownKernelPathFailsThePlanLineNamingTheKey) {
+  EnginePlan plan;
+  const CheckResult line = plan_check(load_model(COREPOOL_DEFAULT_MODEL), "onednn", "avx2", 2, plan);
+  EXPECT_EQ(line.verdict, Verdict::kFail);
+  EXPECT_THAT(line.found, HasSubstr("engine.kernels"));
 }
 
 TEST(DoctorCheckTest, LinesCarryVerdictNameFoundAndFix) {

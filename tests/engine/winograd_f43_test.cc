@@ -2,7 +2,8 @@
 // a naive convolution in double (naive_conv.h): every map size's edge case
 // (sizes that are and are not multiples of the 4x4 tile, maps smaller than a
 // tile, one row or column), batches, several tile blocks per call, bias or
-// none, ReLU or none. Runs on every CPU (no oneDNN Winograd needed).
+// none, ReLU or none; the AVX2 and the portable version. Runs on every CPU
+// (no oneDNN Winograd needed).
 #include <torch/csrc/jit/passes/freeze_module.h>
 
 #include <gtest/gtest.h>
@@ -18,14 +19,15 @@ namespace {
 double max_error(const at::Tensor& got, const at::Tensor& want) { return (got - want).abs().max().item<double>(); }
 
 // Both ways to run the products: corepool's packed kernel (where the CPU has
-// AVX2 + FMA) and oneDNN's sgemm.
-const WinogradF43::Options kPacked{true, 0}, kSgemm{false, 0};
+// AVX2 + FMA) and oneDNN's sgemm; and the portable path (engine.kernels =
+// "portable": the transforms' non-AVX2 version and sgemm), on every CPU.
+const WinogradF43::Options kPacked{true, 0}, kSgemm{false, 0}, kPortable{true, 0, false, true};
 
 TEST(WinogradF43Test, EqualsANaiveConvolutionOnEveryMapSize) {
   const at::Tensor w = at::randn({24, 16, 3, 3}) * 0.2;
   const at::Tensor bias = at::randn({24});
   for (auto [relu, options] : std::vector<std::pair<bool, WinogradF43::Options>>{
-           {false, kPacked}, {true, kPacked}, {true, kSgemm}}) {
+           {false, kPacked}, {true, kPacked}, {true, kSgemm}, {true, kPortable}, {false, kPortable}}) {
     const auto conv = c10::make_intrusive<WinogradF43>(w, bias, relu, options);
     for (auto [h, wd] : std::vector<std::pair<int64_t, int64_t>>{
              {1, 1}, {1, 9}, {9, 1}, {3, 3}, {4, 4}, {5, 7}, {8, 12}, {13, 6}, {16, 25}}) {
@@ -34,7 +36,8 @@ TEST(WinogradF43Test, EqualsANaiveConvolutionOnEveryMapSize) {
         const at::Tensor got = conv->run(x);
         ASSERT_EQ(got.sizes(), (std::vector<int64_t>{n, 24, h, wd}));
         EXPECT_LE(max_error(got, naive_conv3x3(x, w, bias, relu)), 1e-4)
-            << n << " x " << h << " x " << wd << " relu " << relu << " packed " << conv->packed();
+            << n << " x " << h << " x " << wd << " relu " << relu << " packed " << conv->packed() << " avx2 "
+            << conv->avx2();
       }
     }
   }
@@ -60,7 +63,8 @@ TEST(WinogradF43Test, OddChannelCountsAndSmallBlocksGiveTheSameConvolution) {
   const at::Tensor bias = at::randn({20});
   const at::Tensor x = at::randn({3, 300, 7, 13});
   const at::Tensor want = naive_conv3x3(x, w, bias, true);
-  for (const WinogradF43::Options& options : {kPacked, kSgemm, WinogradF43::Options{true, 16 << 10}}) {
+  const WinogradF43::Options small_blocks{true, 16 << 10}, small_portable{true, 16 << 10, false, true};
+  for (const WinogradF43::Options& options : {kPacked, kSgemm, kPortable, small_blocks, small_portable}) {
     const WinogradF43 conv(w, bias, true, options);
     EXPECT_LE(max_error(conv.run(x), want), 1e-4) << "packed " << conv.packed() << " block " << options.block_bytes;
   }
@@ -73,9 +77,10 @@ TEST(WinogradF43Test, AFusedAveragePoolEqualsLibTorchsPoolOfTheConvolution) {
   const at::Tensor w = at::randn({20, 16, 3, 3}) * 0.2;
   const at::Tensor bias = at::randn({20});
   for (bool relu : {false, true}) {
-    for (bool packed : {true, false}) {
+    for (auto [packed, portable] : std::vector<std::pair<bool, bool>>{{true, false}, {false, false}, {true, true}}) {
       WinogradF43::Options options;
       options.packed = packed;
+      options.portable = portable;
       options.avg_pool = true;
       const WinogradF43 conv(w, bias, relu, options);
       for (auto [h, wd] : std::vector<std::pair<int64_t, int64_t>>{
@@ -84,13 +89,26 @@ TEST(WinogradF43Test, AFusedAveragePoolEqualsLibTorchsPoolOfTheConvolution) {
         const at::Tensor want = at::avg_pool2d(naive_conv3x3(x, w, bias, relu), {2, 2});
         const at::Tensor got = conv.run(x);
         ASSERT_EQ(got.sizes(), want.sizes()) << h << " x " << wd;
-        EXPECT_LE(max_error(got, want), 1e-4) << h << " x " << wd << " relu " << relu << " packed " << packed;
+        EXPECT_LE(max_error(got, want), 1e-4)
+            << h << " x " << wd << " relu " << relu << " packed " << packed << " portable " << portable;
       }
       // A map that pools to nothing is an error, as in LibTorch's avg_pool2d.
       EXPECT_THROW(conv.run(at::randn({1, 16, 1, 9})), c10::Error);
       EXPECT_THROW(at::avg_pool2d(at::randn({1, 16, 1, 9}), {2, 2}), c10::Error);
     }
   }
+}
+
+// The portable path runs the non-AVX2 transforms and oneDNN's sgemm whatever
+// the CPU has; the default runs AVX2 and the packed kernel where the CPU has them.
+TEST(WinogradF43Test, ThePortableOptionRunsThePortableVersionOnEveryCpu) {
+  const at::Tensor w = at::randn({8, 16, 3, 3});
+  const WinogradF43 portable(w, c10::nullopt, false, kPortable);
+  EXPECT_FALSE(portable.avx2());
+  EXPECT_FALSE(portable.packed());
+  const WinogradF43 fastest(w, c10::nullopt, false);
+  EXPECT_EQ(fastest.avx2(), __builtin_cpu_supports("avx2") != 0);
+  EXPECT_EQ(fastest.packed(), __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
 }
 
 TEST(WinogradF43Test, WrongShapesAreErrorsNotCrashes) {

@@ -47,6 +47,7 @@ class ConfigTest : public ::testing::Test {
 void expect_same(const Config& actual, const Config& expected) {
   EXPECT_EQ(actual.model_dir, expected.model_dir);
   EXPECT_EQ(actual.mode, expected.mode);
+  EXPECT_EQ(actual.kernels, expected.kernels);
   EXPECT_EQ(actual.workers, expected.workers);
   EXPECT_EQ(actual.intra_op_threads, expected.intra_op_threads);
   EXPECT_EQ(actual.inter_op_threads, expected.inter_op_threads);
@@ -89,8 +90,8 @@ TEST_F(ConfigTest, ShippedDefaultsFileSetsEveryKeyItDocuments) {
   // Written out in full so a key added to Config but not to the file shows up here.
   std::ifstream in(kDefaultsFile);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (const char* key : {"dir =", "mode =", "workers =", "intra_op_threads =",
-                          "inter_op_threads =", "max_batch =", "optimize =", "queue_depth =", "pin_threads =",
+  for (const char* key : {"dir =", "mode =", "workers =", "intra_op_threads =", "inter_op_threads =",
+                          "max_batch =", "optimize =", "kernels =", "queue_depth =", "pin_threads =",
                           "max_batch_delay_us =", "hang_timeout_ms =", "allocator =", "out_dir =", "force =", "level =",
                           "listen =", "unix_socket =", "unix_socket_group =", "max_body_mb =", "max_connections =",
                           "idle_timeout_s =", "header_timeout_s =", "body_timeout_s =",
@@ -263,6 +264,14 @@ TEST_F(ConfigTest, OptimizeIsOnednnByDefaultAndOneOfFour) {
   EXPECT_EQ(load_config(write("[engine]\noptimize = \"none\"\n")).optimize, "none");
   EXPECT_EQ(error_for("[engine]\noptimize = \"fp16\"\n"),
             path() + ":2: engine.optimize: must be one of \"none\", \"onednn\", \"onednn-direct\", \"bf16\"; got \"fp16\"");
+}
+
+TEST_F(ConfigTest, KernelsIsAutoByDefaultAndOneOfFivePaths) {
+  EXPECT_EQ(Config{}.kernels, "auto");
+  EXPECT_EQ(load_config(write("[engine]\nkernels = \"portable\"\n")).kernels, "portable");
+  EXPECT_EQ(error_for("[engine]\nkernels = \"avx2\"\n"),
+            path() + ":2: engine.kernels: must be one of \"auto\", \"onednn\", \"corepool\", \"portable\", "
+                     "\"torch\"; got \"avx2\"");
 }
 
 TEST_F(ConfigTest, ModeOutsideItsChoicesIsRejected) {

@@ -90,9 +90,10 @@ void split_rows(const Geometry& g, const float* plane, int64_t ty, float* phases
 }
 
 // V = B^T d B of eight tiles (tx0 .. tx0 + 7 of the split rows), tap p to
-// v[p * tap_stride] (eight consecutive tiles).
-__attribute__((target_clones("avx2", "default"))) void input_tiles(const float* phases, int64_t len, int64_t tx0,
-                                                                    float* v, int64_t tap_stride) {
+// v[p * tap_stride] (eight consecutive tiles). Inlined into the two ISA
+// versions below (Transforms).
+__attribute__((always_inline)) inline void input_tiles(const float* phases, int64_t len, int64_t tx0, float* v,
+                                                       int64_t tap_stride) {
   Vec rows[6][6];  // B^T applied along each row: rows[k][j]
   for (int k = 0; k < 6; ++k) {
     const float* r = phases + k * 4 * len + tx0;
@@ -107,8 +108,21 @@ __attribute__((target_clones("avx2", "default"))) void input_tiles(const float* 
   }
 }
 
+// The transforms' two ISA versions, each with the generic vectors inlined
+// and lowered for its ISA: AVX2 (one register per Vec) where the CPU has it,
+// else the portable one (two SSE registers, every x86-64). Picked per layer
+// (WinogradF43::Options::portable), so that an AVX2 machine runs both.
+using InputTiles = void (*)(const float*, int64_t, int64_t, float*, int64_t);
+__attribute__((target("avx2"))) void input_tiles_avx2(const float* phases, int64_t len, int64_t tx0, float* v,
+                                                      int64_t tap_stride) {
+  input_tiles(phases, len, tx0, v, tap_stride);
+}
+void input_tiles_portable(const float* phases, int64_t len, int64_t tx0, float* v, int64_t tap_stride) {
+  input_tiles(phases, len, tx0, v, tap_stride);
+}
+
 // The transformed input of a block: v[(p * C + c) * stride + t].
-void transform_input(const Geometry& g, const Block& b, const float* input, float* v) {
+void transform_input(const Geometry& g, const Block& b, const float* input, InputTiles input_tiles, float* v) {
   const int64_t len = g.phase_len();
   std::vector<float>& local = thread_rows(24 * len + 4 * len);  // phases, one padded row
   float* phases = local.data();
@@ -176,8 +190,8 @@ struct Epilogue {
 // y = A^T m A + bias of eight tiles of one output channel, ReLU'd and pooled
 // if the epilogue says so. Output row r (of the tile's 4, or 2 pooled) goes to
 // dst[r] for r < rows: 32 columns (16 pooled), 4 (2) per tile.
-__attribute__((target_clones("avx2", "default"))) void output_tiles(const float* m, int64_t tap_stride, float bias,
-                                                                     Epilogue e, float* const dst[4], int64_t rows) {
+__attribute__((always_inline)) inline void output_tiles(const float* m, int64_t tap_stride, float bias, Epilogue e,
+                                                        float* const dst[4], int64_t rows) {
   Vec cols[6][4];  // A^T applied along each row of products: cols[i][q]
   for (int i = 0; i < 6; ++i) {
     Vec r[6];
@@ -210,11 +224,21 @@ __attribute__((target_clones("avx2", "default"))) void output_tiles(const float*
   }
 }
 
+using OutputTiles = void (*)(const float*, int64_t, float, Epilogue, float* const[4], int64_t);
+__attribute__((target("avx2"))) void output_tiles_avx2(const float* m, int64_t tap_stride, float bias, Epilogue e,
+                                                       float* const dst[4], int64_t rows) {
+  output_tiles(m, tap_stride, bias, e, dst, rows);
+}
+void output_tiles_portable(const float* m, int64_t tap_stride, float bias, Epilogue e, float* const dst[4],
+                           int64_t rows) {
+  output_tiles(m, tap_stride, bias, e, dst, rows);
+}
+
 // y = A^T m A + bias (ReLU, pool if fused) for every tile and output channel
 // of the block, from the products m[(p * O + o) * stride + t], into the
 // output ([N, O, H, W], or [N, O, H / 2, W / 2] pooled).
 void transform_output(const Geometry& g, const Block& b, const float* m, const float* bias, Epilogue e,
-                      float* output) {
+                      OutputTiles output_tiles, float* output) {
   const int64_t tap_stride = g.outputs * b.stride;
   const int64_t scale = e.pool ? 2 : 1;  // output pixels per tile side: 4 / scale
   const int64_t height = g.height / scale, width = g.width / scale, side = 4 / scale;
@@ -260,7 +284,8 @@ WinogradF43::WinogradF43(const at::Tensor& weight, const c10::optional<at::Tenso
     : in_(weight.dim() == 4 ? weight.size(1) : 0),
       out_(weight.dim() == 4 ? weight.size(0) : 0),
       relu_(relu),
-      packed_(options.packed && packed_gemm_available()),
+      packed_(options.packed && !options.portable && packed_gemm_available()),
+      avx2_(!options.portable && __builtin_cpu_supports("avx2")),
       pool_(options.avg_pool),
       block_bytes_(options.block_bytes > 0 ? options.block_bytes : kBlockBytes) {
   TORCH_CHECK(weight.dim() == 4 && weight.size(2) == 3 && weight.size(3) == 3 && weight.scalar_type() == at::kFloat,
@@ -314,9 +339,10 @@ at::Tensor WinogradF43::run(const at::Tensor& x) const {
     const int64_t n = std::min(rows_per_block, rows - first);
     const Block b{first, n, stride_of(n)};
     float* m = v + kTaps * in_ * b.stride;  // [36][O][stride]
-    transform_input(g, b, input.data_ptr<float>(), v);
+    transform_input(g, b, input.data_ptr<float>(), avx2_ ? input_tiles_avx2 : input_tiles_portable, v);
     for (int64_t p = 0; p < kTaps; ++p) multiply_tap(p, u, v + p * in_ * b.stride, b.stride, m + p * out_ * b.stride);
-    transform_output(g, b, m, bias_.data_ptr<float>(), Epilogue{relu_, pool_}, out.data_ptr<float>());
+    transform_output(g, b, m, bias_.data_ptr<float>(), Epilogue{relu_, pool_},
+                     avx2_ ? output_tiles_avx2 : output_tiles_portable, out.data_ptr<float>());
   }
   return out;
 }

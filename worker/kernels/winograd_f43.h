@@ -16,7 +16,8 @@
 // U = G g G^T (the weights, [36][O][C]) is made once, when the graph pass makes
 // the layer: inside the optimizer's WeightArena scope, so one physical copy
 // for every worker. The transforms work on eight tiles at a time in vector
-// registers (an AVX2 clone is picked at run time where the CPU has it), so
+// registers (an AVX2 version is picked at run time where the CPU has it and
+// the layer is not made portable), so
 // that each reads its input once and writes its result once.
 // Thread-safe: run() only reads the object; its scratch is per thread.
 #pragma once
@@ -42,6 +43,10 @@ class WinogradF43 : public torch::CustomClassHolder {
     // A 2x2 average pool (stride 2, no padding, floor) after bias and ReLU,
     // fused into the output transform: the layer returns [N, O, H/2, W/2].
     bool avg_pool = false;
+    // The portable path (engine.kernels = "portable"): the transforms' non-AVX2
+    // versions and oneDNN's sgemm whatever the CPU has, as a CPU without AVX2
+    // runs them; `packed` is then ignored.
+    bool portable = false;
   };
 
   // weight: [O, C, 3, 3] fp32; bias: [O] or none. Throws c10::Error otherwise.
@@ -57,6 +62,8 @@ class WinogradF43 : public torch::CustomClassHolder {
   bool relu() const { return relu_; }
   bool packed() const { return packed_; }
   bool avg_pool() const { return pool_; }
+  // The transforms run their AVX2 version (else the portable one).
+  bool avx2() const { return avx2_; }
 
  private:
   void multiply_tap(int64_t p, const float* u, const float* v, int64_t tiles, float* m) const;
@@ -65,6 +72,7 @@ class WinogradF43 : public torch::CustomClassHolder {
   int64_t out_;
   bool relu_;
   bool packed_;
+  bool avx2_;
   bool pool_;
   int64_t block_bytes_;
   at::Tensor u_;     // each tap's weights, transformed: [36, O, C], or per tap pack_rows() panels when packed_

@@ -2,7 +2,7 @@
 // opening comment gives the matrices): eight tiles at a time in one generic
 // vector, the input and output transforms along one axis, the phase split of
 // a row, and the weight transform. Included by winograd_f43.cc only, so that
-// its ISA clones (target_clones) inline these into each of their bodies.
+// its two ISA versions (AVX2 and portable) inline these into each of theirs.
 #pragma once
 
 #include <cstdint>
@@ -14,8 +14,8 @@
 
 namespace corepool::winograd_f43_math {
 
-// Eight floats, eight tiles: one AVX register in the AVX2 clones, two SSE
-// registers in the default ones (GCC's generic vectors lower to either).
+// Eight floats, eight tiles: one AVX register in the AVX2 version, two SSE
+// registers in the portable one (GCC's generic vectors lower to either).
 typedef float Vec __attribute__((vector_size(32)));
 // Passing Vec by value has no stable ABI without AVX; these helpers are
 // internal and inlined, so GCC's warning about it does not apply.

@@ -84,14 +84,20 @@ bool starts_with(const std::string& s, const char* prefix) { return s.rfind(pref
 // corepool's packed kernel takes the layer where the CPU has AVX2 + FMA, and
 // oneDNN's jitted gemm only where it has not. Never oneDNN's reference
 // kernel: slower than what it would replace. nullopt: keep the layer as it is.
-std::optional<c10::IValue> make_layer(const LinearParts& parts, bool relu, c10::Symbol& kind) {
+// engine.kernels = corepool takes corepool's kernel, onednn and portable
+// oneDNN's (whichever its own ISA dispatch picks), whatever the CPU.
+std::optional<c10::IValue> make_layer(const LinearParts& parts, bool relu, KernelPath path, c10::Symbol& kind) {
+  if (path == KernelPath::kCorepool) {
+    kind = kPackedLinear;
+    return c10::IValue(c10::make_intrusive<PackedLinear>(parts.weight, parts.bias, relu));
+  }
   std::string onednn;
   try {
     onednn = OnednnLinear::kernel_for(parts.weight.size(0), parts.weight.size(1), relu);
   } catch (const dnnl::error&) {
     // no oneDNN kernel for this shape on this CPU
   }
-  if (!starts_with(onednn, "brgemm") && packed_gemm_available()) {
+  if (path == KernelPath::kAuto && !starts_with(onednn, "brgemm") && packed_gemm_available()) {
     kind = kPackedLinear;
     return c10::IValue(c10::make_intrusive<PackedLinear>(parts.weight, parts.bias, relu));
   }
@@ -100,13 +106,14 @@ std::optional<c10::IValue> make_layer(const LinearParts& parts, bool relu, c10::
   return c10::IValue(c10::make_intrusive<OnednnLinear>(parts.weight, parts.bias, relu));
 }
 
-bool replace(Graph& graph, Node* n) {
+// Replaces one eligible layer; returns the op it now calls, or nullopt.
+std::optional<c10::Symbol> replace(Graph& graph, Node* n, KernelPath path) {
   const std::optional<LinearParts> parts = parts_of(n);
-  if (!parts) return false;
+  if (!parts) return std::nullopt;
   Node* relu = sole_relu(n->output());
   c10::Symbol kind;
-  const std::optional<c10::IValue> layer = make_layer(*parts, relu != nullptr, kind);
-  if (!layer) return false;
+  const std::optional<c10::IValue> layer = make_layer(*parts, relu != nullptr, path, kind);
+  if (!layer) return std::nullopt;
   Value* x = n->kind() == kLinear ? n->input(0) : n->input(1);
   torch::jit::WithInsertPoint guard(relu ? relu : n);
   Value* ctx = graph.insertConstant(*layer);
@@ -116,12 +123,13 @@ bool replace(Graph& graph, Node* n) {
   last->output()->replaceAllUsesWith(call->output());
   if (relu) relu->destroy();
   n->destroy();
-  return true;
+  return kind;
 }
 
 }  // namespace
 
-int rewrite_linear(torch::jit::Module& frozen) {
+LinearRewrite rewrite_linear(torch::jit::Module& frozen, KernelPath path) {
+  if (path == KernelPath::kTorch) return {};
   std::shared_ptr<Graph> graph = frozen.get_method("forward").graph();
   // Collected first: the walk must not see the nodes it inserts. Only the
   // top-level block: a layer inside an if or a loop stays as it is.
@@ -129,8 +137,11 @@ int rewrite_linear(torch::jit::Module& frozen) {
   for (Node* n : graph->nodes()) {
     if (n->kind() == kLinear || n->kind() == kAddmm) candidates.push_back(n);
   }
-  int done = 0;
-  for (Node* n : candidates) done += replace(*graph, n);
+  LinearRewrite done;
+  for (Node* n : candidates) {
+    const std::optional<c10::Symbol> kind = replace(*graph, n, path);
+    if (kind) ++(*kind == kPackedLinear ? done.packed : done.onednn);
+  }
   torch::jit::EliminateDeadCode(graph);
   return done;
 }

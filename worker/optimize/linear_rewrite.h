@@ -7,15 +7,26 @@
 // (corepool::packed_linear, packed_linear.h) where the CPU has AVX2 + FMA,
 // else on oneDNN's jitted gemm; a ReLU that is their only user is fused. Must
 // run inside the optimizer's WeightArena scope (the packed weights are made
-// here). Called by optimize.cc.
+// here). engine.kernels (kernel_path.h) may ask for one kernel whatever the
+// CPU: corepool's, oneDNN's (onednn, portable), or none (torch). Called by
+// optimize.cc.
 #pragma once
 
 #include <torch/script.h>
 
+#include "worker/kernels/kernel_path.h"
+
 namespace corepool {
 
-// Rewrites the forward() of a frozen module in place; returns how many layers
-// now run on prepacked weights. A layer no kernel here takes stays as it is.
-int rewrite_linear(torch::jit::Module& frozen);
+// How many layers now run on prepacked weights, by kernel.
+struct LinearRewrite {
+  int onednn = 0;  // corepool::onednn_linear
+  int packed = 0;  // corepool::packed_linear (corepool's AVX2 kernel)
+  int total() const { return onednn + packed; }
+};
+
+// Rewrites the forward() of a frozen module in place. A layer no kernel here
+// takes stays as it is.
+LinearRewrite rewrite_linear(torch::jit::Module& frozen, KernelPath path = KernelPath::kAuto);
 
 }  // namespace corepool

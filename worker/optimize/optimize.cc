@@ -16,6 +16,7 @@
 
 #include "worker/optimize/linear_rewrite.h"
 #include "worker/model/torch_module.h"
+#include "worker/kernels/kernel_path.h"
 #include "worker/kernels/winograd_calibrate.h"
 #include "worker/kernels/winograd_conv.h"
 #include "worker/optimize/winograd_rewrite.h"
@@ -61,19 +62,19 @@ torch::Tensor run(torch::jit::Module& module, const torch::Tensor& input) {
 
 // The optimized module, or throws (c10::Error, std::exception) with the reason.
 // With `own_layers`, corepool's layers replace LibTorch's where they
-// can: `rewrite` gets how many convolutions run as Winograd
-// (winograd_rewrite.h), `linear_layers` how many linear layers run on
+// can, on the `kernels` path: `rewrite` gets how many convolutions run as
+// Winograd (winograd_rewrite.h), `linear` how many linear layers run on
 // prepacked weights (linear_rewrite.h).
-torch::jit::Module optimized_module(const torch::jit::Module& loaded, bool bf16, bool own_layers,
-                                    WinogradRewrite& rewrite, int& linear_layers) {
+torch::jit::Module optimized_module(const torch::jit::Module& loaded, bool bf16, bool own_layers, KernelPath kernels,
+                                    WinogradRewrite& rewrite, LinearRewrite& linear) {
   torch::jit::Module copy = loaded.clone();  // deep: the loaded module stays as it is
   if (bf16) {
     copy.to(at::kBFloat16);
     weights_channels_last(copy);
   }
   torch::jit::Module frozen = torch::jit::freeze(copy);
-  rewrite = own_layers ? rewrite_winograd(frozen) : WinogradRewrite{};
-  linear_layers = own_layers ? rewrite_linear(frozen) : 0;
+  rewrite = own_layers ? rewrite_winograd(frozen, kernels) : WinogradRewrite{};
+  linear = own_layers ? rewrite_linear(frozen, kernels) : LinearRewrite{};
   return torch::jit::optimize_for_inference(frozen);
 }
 
@@ -86,6 +87,22 @@ size_t arena_capacity(const LoadedModel& model) { return 6 * model.weight_bytes 
 double optimize_tolerance(const std::string& mode) { return mode == "bf16" ? 0.05 : 1e-5; }
 
 namespace {
+
+// The path the rewritten layers run on: the one asked for, or under auto the
+// ones this CPU picked ("onednn", "corepool", "corepool+onednn", ...); "torch"
+// when no layer was rewritten.
+std::string kernels_used(KernelPath requested, const WinogradRewrite& w, const LinearRewrite& l) {
+  if (w.winograd + w.direct + w.own + l.total() == 0) return kernel_path_name(KernelPath::kTorch);
+  if (requested != KernelPath::kAuto) return kernel_path_name(requested);
+  std::string names;
+  const auto add = [&](bool used, const char* name) {
+    if (used) names += (names.empty() ? "" : "+") + std::string(name);
+  };
+  add(w.winograd + w.direct + l.onednn > 0, "onednn");
+  add(w.own - w.own_portable + l.packed > 0, "corepool");
+  add(w.own_portable > 0, "portable");
+  return names;
+}
 
 // The Winograd layers' chunk sizes: `given` when it has one per layer, else
 // measured (calibrate_winograd_chunks).
@@ -107,7 +124,8 @@ std::vector<int64_t> winograd_chunks_of(torch::jit::Module& optimized, const Loa
 // the check batch; throws with the reason it cannot be used. Records the
 // check's difference and the counts of corepool's own layers in `out`.
 torch::jit::Module checked_module(const LoadedModel& model, const std::string& mode, bool own_layers,
-                                  WeightArena* arena, const std::vector<int64_t>& chunks, OptimizeOutcome& out) {
+                                  KernelPath kernels, WeightArena* arena, const std::vector<int64_t>& chunks,
+                                  OptimizeOutcome& out) {
   TorchModule& torch = torch_of(model);
   const bool bf16 = mode == "bf16";
   torch::jit::Module optimized;
@@ -115,7 +133,10 @@ torch::jit::Module checked_module(const LoadedModel& model, const std::string& m
     std::optional<WeightArena::Scope> scope;
     if (arena) scope.emplace(*arena);
     WinogradRewrite rewrite;
-    optimized = optimized_module(torch.module, bf16, own_layers, rewrite, out.linear_layers);
+    LinearRewrite linear;
+    optimized = optimized_module(torch.module, bf16, own_layers, kernels, rewrite, linear);
+    out.linear_layers = linear.total();
+    out.kernels = kernels_used(kernels, rewrite, linear);
     out.winograd_layers = rewrite.winograd;
     out.direct_blocked_layers = rewrite.direct;
     out.own_winograd_layers = rewrite.own;
@@ -144,38 +165,61 @@ std::string reason_of(const std::exception& e) {
 }
 
 // The mode's module; "onednn" first tries corepool's own layers (Winograd,
-// prepacked linear), then LibTorch's alone (then `winograd_fallback` says why,
-// and applied is onednn-direct).
-torch::jit::Module mode_module(const LoadedModel& model, const std::string& mode, WeightArena* arena,
-                               const std::vector<int64_t>& chunks, OptimizeOutcome& out) {
-  if (mode != "onednn") return checked_module(model, mode, false, arena, chunks, out);
+// prepacked linear) on the `kernels` path, then LibTorch's alone (then
+// `winograd_fallback` says why, and applied is onednn-direct).
+torch::jit::Module mode_module(const LoadedModel& model, const std::string& mode, KernelPath kernels,
+                               WeightArena* arena, const std::vector<int64_t>& chunks, OptimizeOutcome& out) {
+  if (mode != "onednn" || kernels == KernelPath::kTorch) {
+    return checked_module(model, mode, false, kernels, arena, chunks, out);
+  }
   try {
-    return checked_module(model, mode, true, arena, chunks, out);
+    return checked_module(model, mode, true, kernels, arena, chunks, out);
   } catch (const std::exception& e) {
     out.winograd_fallback = reason_of(e);
     out.clear_own_layers();
     out.applied = "onednn-direct";
-    return checked_module(model, "onednn-direct", false, arena, chunks, out);
+    return checked_module(model, "onednn-direct", false, kernels, arena, chunks, out);
   }
+}
+
+// The path engine.kernels names; std::invalid_argument naming the key for an
+// unknown one, or one this CPU cannot run (under engine.optimize = "onednn",
+// the only mode that uses it).
+KernelPath checked_kernel_path(const std::string& kernels, const std::string& mode) {
+  const std::optional<KernelPath> path = parse_kernel_path(kernels);
+  std::string allowed;
+  for (const std::string& name : kernel_path_names()) allowed += (allowed.empty() ? "" : ", ") + name;
+  if (!path) throw std::invalid_argument("engine.kernels: unknown path \"" + kernels + "\" (one of " + allowed + ")");
+  if (const std::string why = kernel_path_unavailable(*path); mode == "onednn" && !why.empty()) {
+    allowed.clear();
+    for (KernelPath p : runnable_kernel_paths()) {
+      allowed += (allowed.empty() ? "" : ", ") + std::string(kernel_path_name(p));
+    }
+    throw std::invalid_argument("engine.kernels = \"" + kernels + "\" cannot run here: " + why + " (this CPU runs " +
+                                allowed + ")");
+  }
+  return *path;
 }
 
 }  // namespace
 
 OptimizeOutcome optimize_model(const LoadedModel& model, const std::string& mode, bool shared,
-                               const std::vector<int64_t>& winograd_chunks) {
+                               const std::vector<int64_t>& winograd_chunks, const std::string& kernels) {
   TorchModule& torch = torch_of(model);
   OptimizeOutcome out;
   out.requested = mode;
+  out.kernels_requested = kernels;
   out.applied = torch.optimized;
   if (mode == "none" || torch.optimized != "none") return out;
   if (mode != "onednn" && mode != "onednn-direct" && mode != "bf16") {
     throw std::invalid_argument("engine.optimize: unknown mode " + mode);
   }
+  const KernelPath path = checked_kernel_path(kernels, mode);
   const auto started = Clock::now();
   std::shared_ptr<WeightArena> arena = shared ? WeightArena::create(arena_capacity(model)) : nullptr;
   try {
     out.applied = mode;
-    torch::jit::Module optimized = mode_module(model, mode, arena.get(), winograd_chunks, out);
+    torch::jit::Module optimized = mode_module(model, mode, path, arena.get(), winograd_chunks, out);
     if (arena) {
       if (arena->overflow_bytes() > 0) {
         throw std::runtime_error(std::to_string(arena->overflow_bytes()) + " bytes did not fit the weight arena");

@@ -6,7 +6,8 @@
 // AVX-512, else corepool's own F(4x4, 3x3): winograd_rewrite.h) and every
 // linear layer on prepacked weights (oneDNN's inner product on AVX-512, else
 // corepool's own kernel: linear_rewrite.h), falling back to onednn-direct if
-// that fails its check;
+// that fails its check; engine.kernels picks one of those paths instead of
+// the CPU's choice (kernel_path.h), or none ("torch");
 // "bf16" is onednn-direct after converting the weights to bfloat16. Called by the executor
 // factory; in process mode with `shared`, so the result lives in a WeightArena.
 #pragma once
@@ -23,6 +24,10 @@ struct OptimizeOutcome {
   std::string requested;   // none | onednn | onednn-direct | bf16
   std::string applied;     // what the module now is; "none" after a fallback
   std::string fallback;    // why `requested` was not applied ("" if it was)
+  std::string kernels_requested = "auto";  // engine.kernels (worker/kernels/kernel_path.h)
+  // The path corepool's layers run on: "onednn", "corepool", "portable", under
+  // auto the ones picked ("corepool+onednn"), "torch" when none was rewritten.
+  std::string kernels = "torch";
   int winograd_layers = 0;        // convolutions run as Winograd (onednn only)
   int direct_blocked_layers = 0;  // ... and from plain input into their blocked layout (winograd_conv.h)
   int own_winograd_layers = 0;    // convolutions run as corepool's own Winograd (winograd_f43.h; no oneDNN Winograd here)
@@ -35,6 +40,7 @@ struct OptimizeOutcome {
   // Forgets corepool's own layers (after a fallback to LibTorch's alone).
   void clear_own_layers() {
     winograd_layers = direct_blocked_layers = own_winograd_layers = own_pooled_layers = linear_layers = 0;
+    kernels = "torch";
     winograd_chunks.clear();
   }
   size_t shared_bytes = 0;    // live bytes in the weight arena (shared only)
@@ -55,8 +61,12 @@ struct OptimizeOutcome {
 // point at the chunks measured once for its sweep, as at its batch, so that a
 // mode and its ceiling run the same kernels (each measuring its own picked
 // differently in different processes). Another count is logged and measured.
+// `kernels` (engine.kernels) picks the path of corepool's layers under
+// "onednn"; an unknown path, or one this CPU cannot run, throws
+// std::invalid_argument naming the key (as an unknown mode does).
 OptimizeOutcome optimize_model(const LoadedModel& model, const std::string& mode, bool shared,
-                               const std::vector<int64_t>& winograd_chunks = {});
+                               const std::vector<int64_t>& winograd_chunks = {},
+                               const std::string& kernels = "auto");
 
 // The tolerance an optimized module must meet against the module as loaded on
 // the check batch, else it falls back: fp32 1e-5 (as the issue asks: the

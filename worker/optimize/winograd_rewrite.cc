@@ -3,6 +3,8 @@
 //    no to_blocked for a layer that reads plain input);
 // 2. a 2-D pool whose input comes from from_blocked pools the blocked tensor;
 // 3. to_blocked(from_blocked(x)) -> x; dead conversions are then removed.
+// Or, on corepool's own path (or auto where oneDNN has no Winograd), one walk:
+// conv (+ ReLU, + 2x2 average pool) -> winograd_f43.
 #include "worker/optimize/winograd_rewrite.h"
 
 #include <algorithm>
@@ -109,7 +111,7 @@ Node* sole_pool2x2(Value* v) {
 // (winograd_f43.h) for a convolution with enough input channels, its ReLU
 // and a 2x2 average pool after it fused. Returns 0 (not replaced), 1
 // (replaced) or 2 (replaced, pool fused).
-int replace_conv_f43(Graph& graph, Node* conv) {
+int replace_conv_f43(Graph& graph, Node* conv, bool portable, WinogradRewrite& done) {
   const at::Tensor weight = conv3x3_weights(conv);
   if (!weight.defined() || weight.size(1) < WinogradF43::kMinInChannels) return 0;
   Node* relu = sole_relu(conv->output());
@@ -118,8 +120,10 @@ int replace_conv_f43(Graph& graph, Node* conv) {
   torch::jit::WithInsertPoint guard(last);
   WinogradF43::Options options;
   options.avg_pool = pool != nullptr;
-  Value* ctx = graph.insertConstant(
-      c10::IValue(c10::make_intrusive<WinogradF43>(weight, bias_of(conv), relu != nullptr, options)));
+  options.portable = portable;
+  const auto layer = c10::make_intrusive<WinogradF43>(weight, bias_of(conv), relu != nullptr, options);
+  done.own_portable += !(layer->avx2() && layer->packed());
+  Value* ctx = graph.insertConstant(c10::IValue(layer));
   Value* out = insert_call(graph, kWinogradF43, {conv->input(0), ctx});
   last->output()->replaceAllUsesWith(out);
   for (Node* n : {pool, relu, conv}) {
@@ -162,11 +166,11 @@ void cancel_round_trips(Graph& graph) {
 
 }  // namespace
 
-WinogradRewrite rewrite_own_winograd(torch::jit::Module& frozen) {
+WinogradRewrite rewrite_own_winograd(torch::jit::Module& frozen, bool portable) {
   std::shared_ptr<Graph> graph = frozen.get_method("forward").graph();
   WinogradRewrite done;
   for (Node* n : nodes_of(*graph, "aten::conv2d")) {
-    const int kind = replace_conv_f43(*graph, n);
+    const int kind = replace_conv_f43(*graph, n, portable, done);
     done.own += kind > 0;
     done.own_pooled += kind == 2;
   }
@@ -174,7 +178,11 @@ WinogradRewrite rewrite_own_winograd(torch::jit::Module& frozen) {
   return done;
 }
 
-WinogradRewrite rewrite_winograd(torch::jit::Module& frozen) {
+WinogradRewrite rewrite_winograd(torch::jit::Module& frozen, KernelPath path) {
+  if (path == KernelPath::kTorch) return {};
+  if (path == KernelPath::kCorepool || path == KernelPath::kPortable) {
+    return rewrite_own_winograd(frozen, path == KernelPath::kPortable);
+  }
   std::shared_ptr<Graph> graph = frozen.get_method("forward").graph();
   WinogradRewrite done;
   // Only the top-level block: a convolution inside an if or a loop stays as it is.
@@ -184,7 +192,8 @@ WinogradRewrite rewrite_winograd(torch::jit::Module& frozen) {
     const at::Tensor w = winograd_weights(n);
     return w.defined() && w.size(1) % kChannelBlock == 0;
   });
-  if (!any_winograd) return rewrite_own_winograd(frozen);
+  if (!any_winograd && path == KernelPath::kAuto) return rewrite_own_winograd(frozen, false);
+  if (!any_winograd) return done;  // onednn: no convolution its Winograd takes
   for (Node* n : convs) {
     const int kind = replace_conv(*graph, n);
     done.winograd += kind == 1;
