@@ -1,7 +1,8 @@
 // corepool-train-tagger: trains the default model (speech / music / noise /
-// silence) from audio it synthesizes (tools/sound_classes.h) and saves it as
+// silence) from audio it synthesizes (tools/sound_classes.h) and, with --real,
+// from real recordings out of Debian packages (models/data/), and saves it as
 // TorchScript next to the model.toml contract it reads from the same directory.
-// Deterministic: fixed seeds, one thread. `make model` runs it; the result is
+// Deterministic: fixed seeds, one thread. `make train` runs it; the result is
 // committed, so an ordinary build never trains. Exit: 0 saved, 1 failed, 2 usage.
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
@@ -14,6 +15,7 @@
 #include <CLI/CLI.hpp>
 
 #include "config/model_config.h"
+#include "models/train/real_clips.h"
 #include "models/train/tagger_data.h"
 #include "models/train/tagger_net.h"
 
@@ -24,12 +26,19 @@ using corepool::train::Dataset;
 struct Options {
   std::string out = "models/default";
   uint64_t seed = 1;
-  int per_class = 800;
+  int per_class = 2000;
   int held_out_per_class = 100;
-  int epochs = 10;
+  int epochs = 14;
   int batch = 64;
   double lr = 3e-3;
+  std::string real;  // DEST of models/data/fetch-sources.sh; empty: synthesis only
+  corepool::train::RealOptions real_options;
+  std::vector<int64_t> channels = {16, 32, 48};
 };
+
+Dataset concat(const Dataset& a, const Dataset& b) {
+  return {torch::cat({a.x, b.x}), torch::cat({a.y, b.y})};
+}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -65,14 +74,23 @@ int run(const Options& o) {
   torch::manual_seed(o.seed);
   const corepool::ModelConfig cfg = corepool::train::tagger_contract(o.out + "/model.toml");
 
-  const Dataset train = corepool::train::make_dataset(cfg, corepool::synth::Split::kTrain, o.seed, o.per_class);
+  Dataset train = corepool::train::make_dataset(cfg, corepool::synth::Split::kTrain, o.seed, o.per_class);
   const Dataset held = corepool::train::make_dataset(cfg, corepool::synth::Split::kHeldOutVoices, o.seed + 1000,
                                                      o.held_out_per_class);
+  Dataset validation;
+  if (!o.real.empty()) {
+    using corepool::train::RealSplit;
+    train = concat(train, corepool::train::real_dataset(cfg, o.real, RealSplit::kTrain, o.real_options));
+    corepool::train::RealOptions v = o.real_options;
+    v.per_class = 1000;
+    validation = corepool::train::real_dataset(cfg, o.real, RealSplit::kValidation, v);
+  }
   std::printf("data: %lld train and %lld held-out segments in %.1f s\n", (long long)train.x.size(0),
               (long long)held.x.size(0), seconds_since(t0));
 
   const double mean = train.x.mean().item<double>(), std = train.x.std().item<double>();
-  torch::jit::Module net = corepool::train::make_tagger({cfg.n_mels, int64_t(cfg.labels.size())}, mean, std);
+  torch::jit::Module net =
+      corepool::train::make_tagger({cfg.n_mels, int64_t(cfg.labels.size()), o.channels}, mean, std);
   std::vector<torch::Tensor> params = corepool::train::trainable(net);
   for (torch::Tensor& p : params) p.set_requires_grad(true);
   torch::optim::Adam opt(params, torch::optim::AdamOptions(o.lr));
@@ -82,13 +100,20 @@ int run(const Options& o) {
     net.train();
     const double loss = train_epoch(net, opt, train, o, step, total);
     net.eval();
-    std::printf("epoch %2d: loss %.4f, held-out accuracy %.3f, %.1f s\n", e, loss,
-                corepool::train::accuracy(net, held, cfg), seconds_since(t0));
+    std::printf("epoch %2d: loss %.4f, synthetic held-out accuracy %.3f", e, loss,
+                corepool::train::accuracy(net, held, cfg));
+    if (validation.x.defined()) std::printf(", real validation %.3f", corepool::train::accuracy(net, validation, cfg));
+    std::printf(", %.1f s\n", seconds_since(t0));
     std::fflush(stdout);
   }
   for (torch::Tensor& p : params) p.set_requires_grad(false);
   net.eval();
+  std::printf("synthetic held-out voices (rows: truth, columns: argmax):\n");
   corepool::train::print_confusion(net, held, cfg);
+  if (validation.x.defined()) {
+    std::printf("real validation (one train file in ten, never trained on):\n");
+    corepool::train::print_confusion(net, validation, cfg);
+  }
   net.save(o.out + "/model.pt");
   std::printf("wrote %s/model.pt in %.1f s\n", o.out.c_str(), seconds_since(t0));
   return 0;
@@ -107,7 +132,15 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", o.epochs, "passes over the training set")->check(CLI::Range(1, 1000))->capture_default_str();
   app.add_option("--batch", o.batch, "segments per step")->check(CLI::Range(1, 4096))->capture_default_str();
   app.add_option("--lr", o.lr, "peak learning rate (Adam, cosine decay)")->capture_default_str();
+  app.add_option("--real", o.real, "also train on the real recordings that models/data/fetch-sources.sh put in this directory");
+  app.add_option("--real-per-class", o.real_options.per_class, "real training segments per label")
+      ->check(CLI::Range(1, 1000000))->capture_default_str();
+  app.add_option("--real-per-file", o.real_options.per_file, "at most this many segments of one recording")
+      ->check(CLI::Range(1, 100000))->capture_default_str();
+  app.add_option("--channels", o.channels, "output channels of each 3x3 convolution block")->delimiter(',')
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  o.real_options.seed = o.seed;
   try {
     return run(o);
   } catch (const std::exception& e) {
