@@ -61,4 +61,14 @@ void Segmenter::emit(int64_t start, Segment& out) {
   ++next_index_;
 }
 
+std::vector<std::vector<float>> cut_segments(const float* data, size_t n, size_t length, size_t hop) {
+  Segmenter segmenter(length, hop);
+  segmenter.push(data, n);
+  std::vector<std::vector<float>> out;
+  Segment s;
+  while (segmenter.next(s)) out.push_back(std::move(s.samples));
+  while (segmenter.finish(s)) out.push_back(std::move(s.samples));
+  return out;
+}
+
 }  // namespace corepool

@@ -49,4 +49,8 @@ class Segmenter {
   int64_t covered_until_ = 0;  // end of the last emitted segment's real audio
 };
 
+// Every segment of audio already in memory, cut as a stream would be (the
+// trainer and the benchmarks hold whole recordings). Throws like Segmenter.
+std::vector<std::vector<float>> cut_segments(const float* data, size_t n, size_t length, size_t hop);
+
 }  // namespace corepool

@@ -91,14 +91,7 @@ std::vector<float> decode_all(const std::string& path, const ModelConfig& cfg) {
 // `x` as the pipeline cuts it: segments of `length` samples every `hop`, the
 // tail zero-padded.
 std::vector<std::vector<float>> cut(const std::vector<float>& x, const ModelConfig& cfg) {
-  Segmenter segmenter(size_t(std::lround(cfg.segment_seconds * cfg.sample_rate)),
-                      size_t(std::lround(cfg.hop_seconds * cfg.sample_rate)));
-  segmenter.push(x.data(), x.size());
-  std::vector<std::vector<float>> out;
-  Segment s;
-  while (segmenter.next(s)) out.push_back(std::move(s.samples));
-  while (segmenter.finish(s)) out.push_back(std::move(s.samples));
-  return out;
+  return cut_segments(x.data(), x.size(), size_t(cfg.segment_samples()), size_t(cfg.hop_samples()));
 }
 
 // `x` played `factor` times faster (linear interpolation): pitch and formants
@@ -158,7 +151,7 @@ void label_version(const std::vector<float>& clean, const std::vector<float>& he
                    const ModelConfig& cfg, const RealOptions& o, std::mt19937_64& rng,
                    std::vector<std::vector<float>>& segments, std::vector<int>& labels) {
   std::vector<std::vector<float>> ref = cut(clean, cfg), all = cut(heard, cfg);
-  const size_t length = size_t(std::lround(cfg.segment_seconds * cfg.sample_rate));
+  const size_t length = size_t(cfg.segment_samples());
   if (o.shift_short && all.size() == 1) {
     std::mt19937_64 same = rng;  // the same offset for both
     add_shifted(ref, length, same);

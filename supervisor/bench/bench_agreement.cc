@@ -44,13 +44,7 @@ void compare(Engine& fp32, Engine& bf16, const std::vector<BatchItem>& items, co
 // rate and cut into segments as the pipeline cuts them.
 std::vector<std::vector<float>> demo_segments(const ModelConfig& cfg) {
   const std::vector<float> pcm = synth::demo_samples(cfg.sample_rate);
-  Segmenter segmenter(cfg.segment_samples(), cfg.hop_samples());
-  segmenter.push(pcm.data(), pcm.size());
-  std::vector<std::vector<float>> out;
-  Segment s;
-  while (segmenter.next(s)) out.push_back(std::move(s.samples));
-  while (segmenter.finish(s)) out.push_back(std::move(s.samples));
-  return out;
+  return cut_segments(pcm.data(), pcm.size(), size_t(cfg.segment_samples()), size_t(cfg.hop_samples()));
 }
 
 void print(const char* what, const Agreement& a) {

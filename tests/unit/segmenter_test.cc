@@ -167,5 +167,15 @@ TEST(SegmenterTest, BufferStaysBoundedWhileStreaming) {
   }
 }
 
+// Eleven samples, 4 every 2: starts 0, 2, 4, 6 whole, then the tail from 8
+// (samples 9, 10, 11 and one zero), written out by hand.
+TEST(SegmenterTest, CutSegmentsCutsABufferAsAStreamIsCut) {
+  std::vector<float> x(11);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i + 1);
+  const std::vector<std::vector<float>> want = {{1, 2, 3, 4}, {3, 4, 5, 6}, {5, 6, 7, 8}, {7, 8, 9, 10}, {9, 10, 11, 0}};
+  EXPECT_EQ(cut_segments(x.data(), x.size(), 4, 2), want);
+  EXPECT_TRUE(cut_segments(x.data(), 0, 4, 2).empty());
+}
+
 }  // namespace
 }  // namespace corepool
