@@ -22,6 +22,8 @@ struct Config {
   int max_batch = 0;             // segments per forward(); 0 = measured at start (worker/calibrate.h)
   std::string optimize = "onednn";  // "none" | "onednn" | "onednn-direct" | "bf16" (worker/optimize/optimize.h)
   std::string kernels = "auto";     // auto | onednn | corepool | portable | torch (worker/kernels/kernel_path.h)
+  std::string plan_cache;           // plan cache directory; "" = the default (worker/plan_cache.h), "off" = none
+  bool replan = false;              // measure the plan anew and replace the cached one
   int queue_depth = 0;           // segments in flight; 0 = 4 * workers * max_batch
   bool pin_threads = true;       // pin engine thread / worker i to the i-th usable cpu
   int max_batch_delay_us = 0;    // process mode: wait this long for a fuller batch (0 = never)

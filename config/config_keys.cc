@@ -65,6 +65,14 @@ std::vector<ConfigKey> make_keys() {
            "with optimize = \"onednn\", whose kernels run the rewritten convolutions and linear layers: auto (this "
            "CPU's choice), onednn (oneDNN's Winograd, AVX-512), corepool (corepool's AVX2 Winograd and packed GEMM), "
            "portable (corepool's Winograd without AVX2), torch (none: LibTorch's own)"),
+      text("engine.plan_cache", T::kString, &Config::plan_cache, {}, R::kYes,
+           {"--plan-cache", kFlagBatch | kFlagServe, "plan cache directory; \"off\" = measure at every start"},
+           "where the measured plan (Winograd items per call, the batch calibration) is kept for the next start of "
+           "the same model on the same CPU and libraries: \"\" = $CACHE_DIRECTORY, else $XDG_CACHE_HOME/corepool, "
+           "else ~/.cache/corepool; \"off\" = measure at every start"),
+      boolean("engine.replan", &Config::replan, R::kYes,
+              {"--replan", kFlagBatch | kFlagServe, "measure the plan anew and replace the cached one"},
+              "measure the plan anew at start and replace the cached one (engine.plan_cache)"),
       integer("engine.queue_depth", &Config::queue_depth, 0, 1000000, R::kYes, none,
               "segments in flight between decoding and inference (bounds memory); 0 = 4 * workers * max_batch"),
       boolean("engine.pin_threads", &Config::pin_threads, R::kYes, none,

@@ -1,9 +1,11 @@
-// engine.max_batch = 0: the batch size measured, not guessed. A short
-// calibration times the (optimized) forward() at 1, 2, 4, 8 and 16 items and
-// keeps the lowest cost per item; a batch within 5% of the best counts as a
-// tie and the smaller one wins (less latency for the same throughput; why 5 %:
-// calibrate.cc). Called
-// once per executor factory, before any worker forks (one thread, as a worker).
+// engine.max_batch = 0: the batch size measured, not guessed. The calibration
+// times the (optimized) forward() at 1, 2, 4, 8 and 16 items, in turn, round
+// after round, until the choice has held for several rounds (or a budget is
+// spent), and keeps the lowest median cost per item; a batch within 3 % of the
+// best counts as a tie and the smaller one wins (less latency for the same
+// throughput; why 3 %: calibrate.cc). Called once per executor factory, before
+// any worker forks (one thread, as a worker); its result is kept in the plan
+// cache (plan_cache.h) so that later starts skip it.
 #pragma once
 
 #include <functional>
@@ -16,29 +18,51 @@
 
 namespace corepool {
 
+// What the timing of one batch size found.
+struct BatchCost {
+  int batch = 1;
+  double ms_per_item = 0;  // the median over the rounds
+  double spread = 0;       // half the interquartile range, as a fraction of the median
+};
+
+// The rounds alone: every size's median cost, how many rounds ran, whether
+// the choice was certain (interleaved_medians; else the budget or the round
+// cap ended it).
+struct BatchTimings {
+  std::vector<BatchCost> costs;  // smallest batch first
+  int rounds = 0;
+  bool settled = false;
+};
+
 struct Calibration {
-  int best = 1;                                  // the batch size chosen
-  std::vector<std::pair<int, double>> ms_per_item;  // batch -> best ms per item, in the order timed
-  double seconds = 0;                            // time the calibration took
-  std::string text() const;                      // "1: 14.1 ms, 2: 13.2 ms, 4: 13.3 ms (chose 2)"
+  int best = 1;                   // the batch size chosen
+  std::vector<BatchCost> costs;   // batch -> median ms per item and spread, smallest first
+  int rounds = 0;
+  bool settled = false;
+  double seconds = 0;             // time the calibration took (when it ran in this process)
+  // "1: 14.1 ms ±2%, 2: 13.2 ms ±1%, ... per item, medians of 9 rounds (chose 2)"
+  std::string text() const;
 };
 
 // Times batches 1, 2, 4, ... up to `limit` (at most 16) with
-// interleaved_best_ms; stops early rather than overrun `budget_seconds`.
+// interleaved_medians; stops early rather than overrun `budget_seconds`.
 // Throws what forward() throws.
 Calibration calibrate_batch(const std::shared_ptr<const LoadedModel>& model, int limit,
-                            double budget_seconds = 1.0);
+                            double budget_seconds = 4.0);
 
 // The timing alone, for tests: `time_forward(batch)` runs one forward() of
 // `batch` items and returns its seconds, and the sum of what it returned is
 // the clock `budget_seconds` is held to. Each size is warmed and timed once
 // (1, 2, 4, ... up to `limit`, at most 16, while two calls of the next fit in
-// what is left), then the sizes are timed in turn, round after round, for
-// about 50 ms per size. Returns batch -> best ms per item, smallest first.
-std::vector<std::pair<int, double>> interleaved_best_ms(int limit, double budget_seconds,
-                                                        const std::function<double(int)>& time_forward);
+// what is left); then rounds time each size once, the starting size turning
+// with the round, until at least kMinRounds ran and pick_batch() on the
+// medians made the same choice, and a certain one, kStableRounds rounds in a
+// row: every other size either within the tie margin of it (either would do)
+// or apart from it by two standard errors of the difference of their medians.
+// Else it ends when the next round would not fit the budget.
+BatchTimings interleaved_medians(int limit, double budget_seconds, const std::function<double(int)>& time_forward);
 
-// The tie rule alone, for tests: the smallest batch within 5% of the lowest cost.
-int pick_batch(const std::vector<std::pair<int, double>>& ms_per_item);
+// The tie rule alone, for tests: the smallest batch within 3 % of the lowest cost.
+int pick_batch(const std::vector<BatchCost>& costs);
 
 }  // namespace corepool

@@ -3,9 +3,13 @@
 #include "worker/engine_plan.h"
 
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+
+#include "worker/plan_cache.h"
+#include "worker/runtime.h"
 
 namespace corepool {
 
@@ -35,13 +39,52 @@ std::string EnginePlan::text() const {
                      optimize.huge_pages ? "huge pages" : "4 KiB pages (no transparent huge pages)");
   }
   s += "; max_batch " + std::to_string(max_batch);
-  s += measured ? fmt::format(" measured in {:.2f} s: {}", calibration.seconds, calibration.text()) : " (configured)";
+  if (!measured) {
+    s += " (configured)";
+  } else if (cached) {
+    s += fmt::format(" from the plan cache (measured {} in {:.2f} s): {}", planned_at, calibration.seconds,
+                     calibration.text());
+  } else {
+    s += fmt::format(" measured in {:.2f} s: {}", calibration.seconds, calibration.text());
+  }
   return s;
 }
 
+namespace {
+
+// The cached plan for this request, or nullopt (and the info line that says
+// this start measures). A key that cannot be made (an unreadable model file)
+// leaves the cache alone: loading the model reports that better.
+std::optional<CachedPlan> cached_plan(const LoadedModel& model, const PlanRequest& request, const PlanKey& key) {
+  if (request.replan) {
+    spdlog::info("planning {}: --replan, measuring anew (plan cache {})", model.dir, request.cache_dir);
+    return std::nullopt;
+  }
+  std::string why;
+  auto cached = read_plan(request.cache_dir, key, &why);
+  if (!cached) spdlog::info("planning {}: {}; measuring, and keeping the plan for the next start", model.dir, why);
+  return cached;
+}
+
+}  // namespace
+
 EnginePlan plan_engine(const std::shared_ptr<const LoadedModel>& model, const PlanRequest& request) {
   EnginePlan plan;
-  plan.optimize = optimize_model(*model, request.optimize, request.shared, request.winograd_chunks, request.kernels);
+  const int limit = std::max(1, std::min(request.limit, model->config.max_batch));
+  std::optional<PlanKey> key;
+  std::optional<CachedPlan> cached;
+  if (!request.cache_dir.empty()) {
+    try {
+      key = plan_key({model->dir, request.optimize, request.kernels, request.shared, limit, request.max_batch,
+                      "libtorch " + libtorch_version()});
+      cached = cached_plan(*model, request, *key);
+    } catch (const std::exception& e) {
+      spdlog::warn("plan cache not used: {}", e.what());
+    }
+  }
+  const std::vector<int64_t>& chunks =
+      cached && request.winograd_chunks.empty() ? cached->winograd_chunks : request.winograd_chunks;
+  plan.optimize = optimize_model(*model, request.optimize, request.shared, chunks, request.kernels);
   if (!plan.optimize.fallback.empty()) {
     spdlog::warn("{}: engine.optimize = \"{}\" not applied, running the model as loaded: {}", model->dir,
                  request.optimize, plan.optimize.fallback);
@@ -60,13 +103,27 @@ EnginePlan plan_engine(const std::shared_ptr<const LoadedModel>& model, const Pl
                  model->dir,
                  plan.optimize.winograd_fallback);
   }
-  const int limit = std::max(1, std::min(request.limit, model->config.max_batch));
   if (request.max_batch > 0) {
     plan.max_batch = request.max_batch;  // an explicit value wins; the executors clamp it as before
+  } else if (cached && cached->measured_batch) {
+    plan.calibration = cached->calibration;
+    plan.max_batch = std::min(plan.calibration.best, limit);
+    plan.measured = plan.cached = true;
+    plan.planned_at = cached->planned_at;
   } else {
     plan.calibration = calibrate_batch(model, limit);
     plan.max_batch = plan.calibration.best;
     plan.measured = true;
+  }
+  // Kept when something was measured here and the optimization took: a
+  // fallback's plan describes a module the next start may not fall back to.
+  const bool measured_here = !cached || plan.optimize.winograd_chunks != cached->winograd_chunks ||
+                             (plan.measured && !plan.cached);
+  if (key && measured_here && plan.optimize.fallback.empty()) {
+    const CachedPlan keep{plan.optimize.winograd_chunks, plan.measured, plan.calibration, ""};
+    if (const std::string err = write_plan(request.cache_dir, *key, keep); !err.empty()) {
+      spdlog::warn("plan cache: cannot keep the plan: {}", err);
+    }
   }
   spdlog::info("engine plan: {}", plan.text());
   return plan;

@@ -17,8 +17,10 @@ namespace corepool {
 struct EnginePlan {
   OptimizeOutcome optimize;
   int max_batch = 1;          // what the engines will use
-  bool measured = false;      // max_batch came from calibrate_batch()
+  bool measured = false;      // max_batch came from calibrate_batch() (in this run or a cached one)
   Calibration calibration;    // when measured
+  bool cached = false;        // the measurements came from the plan cache (plan_cache.h)
+  std::string planned_at;     // ... measured then (UTC)
   std::string text() const;   // one log line
 };
 
@@ -29,10 +31,14 @@ struct PlanRequest {
   bool shared = false;              // process mode: optimized weights in a shared WeightArena
   std::vector<int64_t> winograd_chunks{};  // items per Winograd call, per layer; empty = measure (optimize.h)
   std::string kernels = "auto";            // engine.kernels (worker/kernels/kernel_path.h)
+  std::string cache_dir{};                 // the plan cache's directory; "" = no cache (plan_cache.h)
+  bool replan = false;                     // measure anew and replace the cached plan
 };
 
 // Optimizes (falling back with a WARN), then calibrates when asked; logs the
-// plan. Throws what a failing forward() throws (ModelError, c10::Error).
+// plan. With a cache directory, a plan cached for this model, CPU, libraries
+// and request gives the Winograd items per call and the batch instead of
+// measuring them; a plan measured here is stored for the next start. Throws what a failing forward() throws (ModelError, c10::Error).
 EnginePlan plan_engine(const std::shared_ptr<const LoadedModel>& model, const PlanRequest& request);
 
 }  // namespace corepool

@@ -5,9 +5,15 @@
 #include "shm/channel.h"
 #include "supervisor/pool/process_pool.h"
 #include "worker/host/cpus.h"
+#include "worker/plan_cache.h"
 #include "worker/thread_executor.h"
 
 namespace corepool {
+
+std::string plan_cache_dir(const Config& config) {
+  if (config.plan_cache == "off") return "";
+  return config.plan_cache.empty() ? default_plan_cache_dir() : config.plan_cache;
+}
 
 int effective_workers(const Config& config) {
   return config.workers > 0 ? config.workers : usable_cpus().usable;
@@ -18,7 +24,7 @@ ExecutorFactory make_executor_factory(const Config& config, std::shared_ptr<cons
   const bool process = config.mode == "process";
   const EnginePlan plan = plan_engine(
       model, {config.optimize, config.max_batch, process ? static_cast<int>(shm::kMaxBatch) : 1024, process, {},
-              config.kernels});
+              config.kernels, plan_cache_dir(config), config.replan});
   if (plan_out) *plan_out = plan;
   Config cfg = config;
   cfg.max_batch = plan.max_batch;

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "config/config.h"
 #include "worker/engine_plan.h"
@@ -15,6 +16,10 @@ namespace corepool {
 
 // Builds an executor whose results go to the given callback.
 using ExecutorFactory = std::function<std::unique_ptr<Executor>(Executor::Completion)>;
+
+// engine.plan_cache as a directory: "" when "off" (or no environment names
+// the default one).
+std::string plan_cache_dir(const Config& config);
 
 // Workers the config asks for: engine.workers, or one per usable cpu when 0.
 int effective_workers(const Config& config);
