@@ -19,6 +19,7 @@ struct EnginePlan {
   int max_batch = 1;          // what the engines will use
   bool measured = false;      // max_batch came from calibrate_batch()
   Calibration calibration;    // when measured
+  std::string stateful;       // stateful_text(), "" for a stateless model
   std::string text() const;   // one log line
 };
 
@@ -30,6 +31,10 @@ struct PlanRequest {
   std::vector<int64_t> winograd_chunks{};  // items per Winograd call, per layer; empty = measure (optimize.h)
   std::string kernels = "auto";            // engine.kernels (worker/kernels/kernel_path.h)
 };
+
+// "stateful model: method _model.forward, chunk 512 + context 64 samples,
+// state [2, B, 128]" for the plan line and doctor; "" for a stateless model.
+std::string stateful_text(const ModelConfig& config);
 
 // Optimizes (falling back with a WARN), then calibrates when asked; logs the
 // plan. Throws what a failing forward() throws (ModelError, c10::Error).
