@@ -5,6 +5,7 @@
 #include "supervisor/batch/stream_scorer.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace corepool {
 
@@ -87,12 +88,27 @@ void StreamScorer::report(std::vector<Finished>& done) {
   for (Finished& f : done) done_(f.stream, std::move(f.state.scores), f.state.error);
 }
 
-bool StreamScorer::pump(Executor& executor) {
+// One call's results come back one by one within microseconds of each other.
+// Submitting the first alone would hand an idle engine a batch of one, and the
+// calls would fragment from then on; so wait while more keep arriving (each
+// within kGather of the last) and some lane is still in flight.
+void StreamScorer::gather_call(std::unique_lock<std::mutex>& lock) {
+  constexpr std::chrono::microseconds kGather{200};
+  size_t seen = ready_.size();
+  while (seen < lanes_.size() && ready_cv_.wait_for(lock, kGather, [&] { return ready_.size() > seen; })) {
+    seen = ready_.size();
+  }
+}
+
+bool StreamScorer::pump(Executor& executor, bool wait) {
   std::vector<SegmentTask> tasks;
   std::vector<Finished> done;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    ready_cv_.wait(lock, [&] { return !ready_.empty() || lanes_.empty(); });
+    if (wait) {
+      ready_cv_.wait(lock, [&] { return !ready_.empty() || lanes_.empty(); });
+      gather_call(lock);
+    }
     if (lanes_.empty()) return false;
     for (; !ready_.empty(); ready_.pop_front()) {
       const uint64_t id = ready_.front();

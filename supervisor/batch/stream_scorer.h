@@ -38,10 +38,11 @@ class StreamScorer {
   void add(uint64_t stream, std::shared_ptr<const std::vector<float>> samples);
   // The executor's completion callback.
   void on_complete(SegmentResult&& r);
-  // Waits until some lane is ready, then submits every ready lane's next
-  // chunk at once (one try_submit, so that an engine finds them all queued)
-  // and finishes the streams whose lanes all ended. False when no lane is live.
-  bool pump(Executor& executor);
+  // Waits (if `wait`) until some lane is ready, then submits every ready
+  // lane's next chunk at once (one try_submit, so that an engine finds them
+  // all queued) and finishes the streams whose lanes all ended. False when no
+  // lane is live.
+  bool pump(Executor& executor, bool wait = true);
   size_t live_lanes();
 
  private:
@@ -65,6 +66,7 @@ class StreamScorer {
   SegmentTask next_task(uint64_t lane_id) const;                // requires mu_
   void end_lane(uint64_t lane_id, std::vector<Finished>& done);  // requires mu_
   void report(std::vector<Finished>& done);                     // without mu_
+  void gather_call(std::unique_lock<std::mutex>& lock);         // with mu_ held by `lock`
 
   const ModelConfig& model_;
   Done done_;
