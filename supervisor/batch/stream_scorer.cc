@@ -88,14 +88,18 @@ void StreamScorer::report(std::vector<Finished>& done) {
   for (Finished& f : done) done_(f.stream, std::move(f.state.scores), f.state.error);
 }
 
-// One call's results come back one by one within microseconds of each other.
+// One call's results come back one by one, microseconds apart in thread mode,
+// in bursts as the supervisor's loop drains a ring in process mode.
 // Submitting the first alone would hand an idle engine a batch of one, and the
-// calls would fragment from then on; so wait while more keep arriving (each
-// within kGather of the last) and some lane is still in flight.
-void StreamScorer::gather_call(std::unique_lock<std::mutex>& lock) {
-  constexpr std::chrono::microseconds kGather{200};
+// calls would fragment from then on. So gather one engine's share of the live
+// lanes (a call's worth when the engines split the lanes evenly), waiting at
+// most kGather for each next result: a straggler or a stream's end never
+// holds the others up for longer.
+void StreamScorer::gather_call(std::unique_lock<std::mutex>& lock, int engines) {
+  constexpr std::chrono::milliseconds kGather{2};
+  const size_t share = std::max<size_t>(1, lanes_.size() / static_cast<size_t>(std::max(1, engines)));
   size_t seen = ready_.size();
-  while (seen < lanes_.size() && ready_cv_.wait_for(lock, kGather, [&] { return ready_.size() > seen; })) {
+  while (seen < share && ready_cv_.wait_for(lock, kGather, [&] { return ready_.size() > seen; })) {
     seen = ready_.size();
   }
 }
@@ -107,7 +111,7 @@ bool StreamScorer::pump(Executor& executor, bool wait) {
     std::unique_lock<std::mutex> lock(mu_);
     if (wait) {
       ready_cv_.wait(lock, [&] { return !ready_.empty() || lanes_.empty(); });
-      gather_call(lock);
+      gather_call(lock, executor.workers());
     }
     if (lanes_.empty()) return false;
     for (; !ready_.empty(); ready_.pop_front()) {

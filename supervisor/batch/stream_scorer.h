@@ -66,7 +66,7 @@ class StreamScorer {
   SegmentTask next_task(uint64_t lane_id) const;                // requires mu_
   void end_lane(uint64_t lane_id, std::vector<Finished>& done);  // requires mu_
   void report(std::vector<Finished>& done);                     // without mu_
-  void gather_call(std::unique_lock<std::mutex>& lock);         // with mu_ held by `lock`
+  void gather_call(std::unique_lock<std::mutex>& lock, int engines);  // with mu_ held by `lock`
 
   const ModelConfig& model_;
   Done done_;

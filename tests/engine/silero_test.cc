@@ -25,6 +25,8 @@
 #include "supervisor/pool/process_pool.h"
 #include "tools/speech_synth.h"
 #include "worker/model/model.h"
+#include "worker/model/torch_module.h"
+#include "worker/shared_weights.h"
 
 namespace corepool {
 namespace {
@@ -174,6 +176,29 @@ TEST(SileroTest, AKilledWorkersChunksAreRedispatchedWithTheirState) {
   EXPECT_TRUE(got.killed);
   std::printf("chunks re-dispatched after the kill: %llu\n", static_cast<unsigned long long>(got.redispatched));
   expect_matches_reference(got);
+}
+
+// Process mode's one read-only copy of the weights works for it as for every
+// model: every parameter and buffer (the 8 kHz network's too) is rebound into
+// the sealed segment, and the inner method still runs on the views.
+TEST(SileroTest, WeightsAreSharedReadOnlyLikeEveryModels) {
+  SKIP_WITHOUT_SILERO();
+  auto model = load_model(kDir);
+  const SharedWeights weights = share_weights(*model);
+  EXPECT_EQ(verify_shared_weights(weights), "");
+  EXPECT_EQ(weights.weight_bytes, model->weight_bytes);
+  const char* base = static_cast<const char*>(weights.segment.data());
+  size_t inside = 0, tensors = 0;
+  for (const auto& t : module_of(*model).parameters()) {
+    const char* p = static_cast<const char*>(t.data_ptr());
+    inside += p >= base && p < base + weights.segment.size();
+    ++tensors;
+  }
+  EXPECT_GT(tensors, 0u);
+  EXPECT_EQ(inside, tensors);
+  c10::InferenceMode guard;
+  const auto out = module_of(*model).attr("_model").toModule().forward({torch::zeros({1, 576}), torch::zeros({2, 1, 128})});
+  EXPECT_TRUE(out.isTuple());
 }
 
 }  // namespace
