@@ -220,8 +220,10 @@ BatchStats run_stateful_inputs(const BatchOptions& options, const ModelConfig& m
     drained = Clock::now();
     // How full the calls were is what decides this driver's speed.
     const ExecutorStats s = executor->stats();
-    spdlog::info("stateful model: {} chunks in {} calls (mean batch {:.1f})", s.segments, s.batches,
-                 s.batches ? static_cast<double>(s.segments) / s.batches : 0.0);
+    double busy = 0;
+    for (const double b : s.busy_seconds) busy += b;
+    spdlog::info("stateful model: {} chunks in {} calls (mean batch {:.1f}), engines busy {:.2f} s in all", s.segments,
+                 s.batches, s.batches ? static_cast<double>(s.segments) / s.batches : 0.0, busy);
   }
   BatchStats stats = run.stats();
   stats.serving_seconds = std::chrono::duration<double>(drained - ready).count();
