@@ -4,7 +4,8 @@
 # (bench/silero_python_bench.py: 64 files per call, one process per core), all
 # in one run on this machine. Prints figures; passes or fails on nothing.
 # The audio is the demo (espeak-ng speech, music, noise, silence) repeated.
-#   bash bench/silero-bench.sh [BUILD]      # needs build/models/silero-vad/model.pt
+#   bash bench/silero-bench.sh [BUILD]      # needs build/models/silero-vad/model.pt, ffmpeg and
+#                                           # Debian's python3-torch (not in install-deps.sh: bench only)
 set -euo pipefail
 BUILD=${1:-build}
 MODEL=$BUILD/models/silero-vad
@@ -33,7 +34,7 @@ for mode in thread process; do
     line=$("$BUILD/supervisor/corepool" batch --model "$MODEL" --mode "$mode" --force --no-progress \
              --out "$WORK/out-$mode-$set" "$WORK/$set" 2>&1 | grep 'real time' | tail -n 1)
     end=$(date +%s.%N)
-    echo "corepool $mode, $set: ${line#*] } (process start to exit: $(echo "$end - $start" | bc) s)"
+    echo "corepool $mode, $set: ${line#*] } (process start to exit: $(awk "BEGIN{printf \"%.2f\", $end - $start}") s)"
   done
 done
 for set in long short; do
