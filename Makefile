@@ -9,7 +9,7 @@ CTEST_ARGS ?=
 
 CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=$(TYPE) -DCMAKE_INSTALL_PREFIX=$(PREFIX)
 
-.PHONY: all deps configure build run train test test-long test-slurm test-systemd deb install clean model bench bench-quick bench-memory bench-ring bench-serve bench-grpc bench-soak bench-all
+.PHONY: all deps configure build run train test test-long test-slurm test-systemd deb install clean model bench bench-quick bench-silero bench-memory bench-ring bench-serve bench-grpc bench-soak bench-all
 
 all: build
 
@@ -62,6 +62,11 @@ bench: deps build
 
 bench-quick: deps build
 	$(BUILD)/supervisor/corepool --log-level warn bench --quick --model $(CNN10) --out $(BUILD)/bench-quick
+
+# Silero VAD (build/models/silero-vad, when ../shared has the .jit) through
+# `corepool batch` beside a Python baseline (bench/silero-bench.sh; needs python3-torch).
+bench-silero: build
+	bash bench/silero-bench.sh $(BUILD)
 
 # Shared vs naive weights and respawn latency with a ~330 MB generated model.
 bench-memory: deps build

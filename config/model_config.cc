@@ -20,6 +20,8 @@ constexpr double kDefaultThreshold = 0.5;
 
 void read_model(TomlReader& reader, ModelConfig& config) {
   config.name = reader.get_string("model.name", config.name);
+  const std::string kind = reader.get_string("model.kind", "stateless", {"stateless", "stateful"});
+  config.kind = kind == "stateful" ? ModelKind::kStateful : ModelKind::kStateless;
   const std::string input = reader.get_string("model.input", "logmel", {"logmel", "waveform"});
   config.input = input == "waveform" ? InputKind::kWaveform : InputKind::kLogMel;
   config.sample_rate = reader.get_int("model.sample_rate", config.sample_rate, 1000, 192000);
@@ -28,6 +30,54 @@ void read_model(TomlReader& reader, ModelConfig& config) {
   config.hop_seconds = reader.get_double("model.hop_seconds", config.hop_seconds, 0, 60,
                                          TomlReader::Bound::kExclusive);
   config.max_batch = reader.get_int("model.max_batch", config.max_batch, 1, 1000000);
+}
+
+// A stateful model's chunk is its segment: segment and hop are derived from
+// chunk_samples, so giving them as well could only contradict it.
+void read_stateful(TomlReader& reader, ModelConfig& config) {
+  if (!config.is_stateful()) {
+    if (reader.has("stateful")) reader.fail("stateful", "section needs [model] kind = \"stateful\"");
+    if (reader.has("events")) reader.fail("events", "section needs [model] kind = \"stateful\"");
+    return;
+  }
+  for (const char* key : {"model.segment_seconds", "model.hop_seconds"}) {
+    if (reader.has(key)) reader.fail(key, "not used by a stateful model: [stateful] chunk_samples sets the chunk");
+  }
+  if (config.input != InputKind::kWaveform) reader.fail("model.input", "must be \"waveform\" for a stateful model");
+  StatefulSpec& s = config.stateful;
+  s.method = reader.get_string("stateful.method", "");
+  reader.require("stateful.chunk_samples");
+  s.chunk_samples = reader.get_int("stateful.chunk_samples", s.chunk_samples, 1, 1 << 20);
+  s.context_samples = reader.get_int("stateful.context_samples", 0, 0, 1 << 20);
+  reader.require("stateful.state_shape");
+  s.state_shape = reader.get_int_array("stateful.state_shape", {}, 0, 1 << 20);
+  if (std::count(s.state_shape.begin(), s.state_shape.end(), 0) != 1) {
+    reader.fail("stateful.state_shape", "must hold exactly one 0, marking the batch dimension");
+  }
+  int64_t floats = 1;  // checked as it grows: a product of many large dimensions would overflow
+  for (const int64_t d : s.state_shape) {
+    floats *= std::max<int64_t>(d, 1);
+    if (floats > (1 << 20)) reader.fail("stateful.state_shape", "more than 2^20 floats per stream");
+  }
+  s.state_initial = static_cast<float>(reader.get_double("stateful.state_initial", 0, -1e30, 1e30));
+  s.score_output = reader.get_int("stateful.score_output", 0, 0, 15);
+  s.state_output = reader.get_int("stateful.state_output", 1, 0, 15);
+  if (s.score_output == s.state_output) reader.fail("stateful.state_output", "must differ from score_output");
+  s.lane_seconds = reader.get_double("stateful.lane_seconds", 0, 0, kNoLimit);
+  s.lane_warmup_seconds = reader.get_double("stateful.lane_warmup_seconds", 0, 0, kNoLimit);
+  if (s.lane_seconds > 0 && s.lane_warmup_seconds >= s.lane_seconds) {
+    reader.fail("stateful.lane_warmup_seconds", "must be shorter than lane_seconds");
+  }
+  config.segment_seconds = config.hop_seconds = static_cast<double>(s.chunk_samples) / config.sample_rate;
+}
+
+void read_event_rules(TomlReader& reader, ModelConfig& config) {
+  if (!config.is_stateful()) return;
+  EventRules& r = config.rules;
+  r.hysteresis = reader.get_double("events.hysteresis", r.hysteresis, 0, 1);
+  r.min_speech_ms = reader.get_int("events.min_speech_ms", r.min_speech_ms, 0, 3600000);
+  r.min_silence_ms = reader.get_int("events.min_silence_ms", r.min_silence_ms, 0, 3600000);
+  r.speech_pad_ms = reader.get_int("events.speech_pad_ms", r.speech_pad_ms, 0, 3600000);
 }
 
 // The STFT shape is part of a log-mel model's contract: a silent default would feed
@@ -144,12 +194,38 @@ float base_threshold(const std::vector<float>& thresholds) {
 void write_model(std::ostream& out, const ModelConfig& config) {
   const bool logmel = config.input == InputKind::kLogMel;
   out << "[model]\n"
-      << "name = " << toml_quote(config.name) << "\n"
-      << "input = \"" << (logmel ? "logmel" : "waveform") << "\"  # logmel | waveform\n"
-      << "sample_rate = " << config.sample_rate << "\n"
-      << "segment_seconds = " << toml_float(config.segment_seconds) << "\n"
-      << "hop_seconds = " << toml_float(config.hop_seconds) << "\n"
-      << "max_batch = " << config.max_batch << "\n";
+      << "name = " << toml_quote(config.name) << "\n";
+  if (config.is_stateful()) out << "kind = \"stateful\"  # stateless | stateful\n";
+  out << "input = \"" << (logmel ? "logmel" : "waveform") << "\"  # logmel | waveform\n"
+      << "sample_rate = " << config.sample_rate << "\n";
+  if (!config.is_stateful()) {
+    out << "segment_seconds = " << toml_float(config.segment_seconds) << "\n"
+        << "hop_seconds = " << toml_float(config.hop_seconds) << "\n";
+  }
+  out << "max_batch = " << config.max_batch << "\n";
+}
+
+void write_stateful(std::ostream& out, const ModelConfig& config) {
+  if (!config.is_stateful()) return;
+  const StatefulSpec& s = config.stateful;
+  out << "\n[stateful]\n"
+      << "method = " << toml_quote(s.method) << "\n"
+      << "chunk_samples = " << s.chunk_samples << "\n"
+      << "context_samples = " << s.context_samples << "\n"
+      << "state_shape = [";
+  for (size_t i = 0; i < s.state_shape.size(); ++i) out << (i ? ", " : "") << s.state_shape[i];
+  out << "]  # 0 marks the batch dimension\n"
+      << "state_initial = " << threshold_text(s.state_initial) << "\n"
+      << "score_output = " << s.score_output << "\n"
+      << "state_output = " << s.state_output << "\n"
+      << "lane_seconds = " << toml_float(s.lane_seconds) << "  # 0 = one lane per file (exact)\n"
+      << "lane_warmup_seconds = " << toml_float(s.lane_warmup_seconds) << "\n";
+  const EventRules& r = config.rules;
+  out << "\n[events]\n"
+      << "hysteresis = " << toml_float(r.hysteresis) << "\n"
+      << "min_speech_ms = " << r.min_speech_ms << "\n"
+      << "min_silence_ms = " << r.min_silence_ms << "\n"
+      << "speech_pad_ms = " << r.speech_pad_ms << "\n";
 }
 
 void write_features(std::ostream& out, const ModelConfig& config) {
@@ -191,8 +267,29 @@ int ModelConfig::frames_per_segment() const { return 1 + segment_samples() / hop
 
 // Must match FeatureExtractor::compute(): [B, 1, n_mels, frames] or [B, samples].
 std::vector<int64_t> ModelConfig::item_shape() const {
+  if (is_stateful()) return {task_floats()};
   if (input == InputKind::kWaveform) return {segment_samples()};
   return {1, n_mels, frames_per_segment()};
+}
+
+int StatefulSpec::batch_dim() const {
+  return static_cast<int>(std::find(state_shape.begin(), state_shape.end(), 0) - state_shape.begin());
+}
+
+int64_t StatefulSpec::state_floats() const {
+  int64_t n = 1;
+  for (const int64_t d : state_shape) n *= d == 0 ? 1 : d;
+  return n;
+}
+
+int64_t ModelConfig::task_floats() const {
+  if (!is_stateful()) return segment_samples();
+  return stateful.context_samples + stateful.chunk_samples + stateful.state_floats();
+}
+
+int64_t ModelConfig::result_floats() const {
+  const int64_t labels_n = static_cast<int64_t>(labels.size());
+  return is_stateful() ? labels_n + stateful.state_floats() : labels_n;
 }
 
 int64_t ModelConfig::item_floats() const {
@@ -205,6 +302,8 @@ ModelConfig load_model_config(const std::string& path) {
   TomlReader reader(path);
   ModelConfig config;
   read_model(reader, config);
+  read_stateful(reader, config);
+  read_event_rules(reader, config);
   read_features(reader, config);
   read_label_names(reader, config);
   read_thresholds(reader, config);
@@ -222,6 +321,7 @@ std::string to_toml(const ModelConfig& config) {
   std::ostringstream out;
   out << "# Model contract, read by corepool's load_model_config() (config/model_config.h).\n";
   write_model(out, config);
+  write_stateful(out, config);
   write_features(out, config);
   write_labels(out, config);
   return out.str();

@@ -13,6 +13,41 @@ namespace corepool {
 
 enum class InputKind { kLogMel, kWaveform };
 
+// stateless: one forward(item) per independent segment. stateful: a streaming
+// model whose method takes (x [B, context + chunk], state) and returns
+// (scores, new state); the state travels inside each task (see StatefulSpec).
+enum class ModelKind { kStateless, kStateful };
+
+// [stateful]: how a streaming model is called, one chunk of each stream per
+// batch item. A task of such a model holds context + chunk samples followed by
+// the stream's state (state_floats(), the state's shape with batch 1, row-major);
+// its result holds the label scores followed by the new state, same layout.
+struct StatefulSpec {
+  std::string method;              // submodule path ("_model", "a.b") whose forward runs; "" = forward
+  int chunk_samples = 512;         // new samples per call
+  int context_samples = 0;         // the previous chunk's last samples put in front (zeros at the start)
+  std::vector<int64_t> state_shape;  // with 0 at the batch dimension, e.g. [2, 0, 128]
+  float state_initial = 0.0f;      // every state element of a new stream
+  int score_output = 0;            // which element of the returned tuple holds [B, labels]
+  int state_output = 1;            // which holds the new state
+  // Batch driver: a long file is cut into lanes that run in parallel; each lane
+  // after the first starts lane_warmup_seconds early from a fresh state and its
+  // warm-up scores are discarded. 0 = one lane per file (exact).
+  double lane_seconds = 0;
+  double lane_warmup_seconds = 0;
+  int batch_dim() const;           // index of the 0 in state_shape
+  int64_t state_floats() const;    // product of state_shape, batch dim as 1
+};
+
+// [events] of a stateful model: speech-detector rules (Silero's
+// get_speech_timestamps), applied per label to the per-chunk scores.
+struct EventRules {
+  double hysteresis = 0.15;        // off when score < threshold - hysteresis
+  int min_speech_ms = 250;         // shorter events are dropped
+  int min_silence_ms = 100;        // shorter gaps do not end an event
+  int speech_pad_ms = 30;          // each event grows by this much on both sides
+};
+
 struct ModelConfig {
   std::string name;                   // [model] name
   InputKind input = InputKind::kLogMel;  // [model] input = "logmel" | "waveform"
@@ -28,6 +63,15 @@ struct ModelConfig {
   std::vector<float> thresholds;      // one per label: [labels] threshold (default 0.5),
                                       // overridden per label by [labels.thresholds]
   int max_batch = 64;                 // [model] max_batch the module accepts (>= 1)
+  ModelKind kind = ModelKind::kStateless;  // [model] kind = "stateless" | "stateful"
+  StatefulSpec stateful;              // [stateful], kind = "stateful" only
+  EventRules rules;                   // [events], kind = "stateful" only
+
+  bool is_stateful() const { return kind == ModelKind::kStateful; }
+  // Floats of one task and of one result: stateless, segment_samples() and
+  // labels.size(); stateful, context + chunk + state and labels + state.
+  int64_t task_floats() const;
+  int64_t result_floats() const;
 
   // Segment length and hop in samples at sample_rate (rounded to nearest).
   int segment_samples() const;
@@ -35,7 +79,8 @@ struct ModelConfig {
   // Frames of log-mel per segment: 1 + segment_samples / hop_length (centered STFT).
   int frames_per_segment() const;
   // The model's input for ONE item, batch dim left out, as the feature step
-  // lays it out: log-mel {1, n_mels, frames}, waveform {segment_samples}.
+  // lays it out: log-mel {1, n_mels, frames}, waveform {segment_samples},
+  // stateful {task_floats()} (samples and state, as a PCM task holds them).
   // A model-input request (KServe v2 infer) must hold exactly item_floats()
   // floats in this shape, row-major.
   std::vector<int64_t> item_shape() const;

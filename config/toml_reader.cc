@@ -255,6 +255,30 @@ std::vector<std::string> TomlReader::get_string_array(const std::string& key,
   return values;
 }
 
+std::vector<int64_t> TomlReader::get_int_array(const std::string& key, const std::vector<int64_t>& fallback,
+                                               int64_t min, int64_t max) {
+  const toml::node* node = find(key);
+  if (!node) return fallback;
+  used_.insert(node);
+  const auto* array = node->as_array();
+  if (!array) fail_type(key, *node, "an array of integers");
+  std::vector<int64_t> values;
+  for (size_t i = 0; i < array->size(); ++i) {
+    const toml::node& element = *array->get(i);
+    const std::string path = key + "[" + std::to_string(i) + "]";
+    const auto* integer = element.as_integer();
+    if (!integer) fail_type(path, element, "an integer");
+    const std::int64_t value = integer->get();
+    if (value < min || value > max) {
+      fail_at(line_of(element), path,
+              "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " +
+                  std::to_string(value));
+    }
+    values.push_back(value);
+  }
+  return values;
+}
+
 std::vector<TomlReader::NumberEntry> TomlReader::get_number_table(const std::string& key,
                                                                   double min, double max) {
   const toml::node* node = find(key);

@@ -4,6 +4,7 @@
 // one per load, call the getters, then check_no_unknown_keys(), then drop it.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -49,6 +50,9 @@ class TomlReader {
                          const std::vector<std::string>& allowed = {});
   std::vector<std::string> get_string_array(const std::string& key,
                                             const std::vector<std::string>& fallback);
+  // Every element must be an integer in [min, max].
+  std::vector<int64_t> get_int_array(const std::string& key, const std::vector<int64_t>& fallback,
+                                     int64_t min, int64_t max);
   // Every entry of the sub-table at `key` (none if absent), ordered by line;
   // each value must be a number in [min, max].
   std::vector<NumberEntry> get_number_table(const std::string& key, double min, double max);

@@ -92,7 +92,9 @@ static_assert(kMaxBatch <= kRingSlots, "a batch must fit in one request ring");
 
 // Where things are in a channel segment for a model with `segment_samples`
 // floats of PCM per segment, `item_floats` floats of model input per item and
-// `labels` scores. A slot's input area holds the larger of the two inputs.
+// `labels` result floats per item (one score per label; a stateful model's
+// tasks and results also carry the stream's state, so the caller passes its
+// task and result sizes). A slot's input area holds the larger of the two inputs.
 struct ChannelLayout {
   SlabLayout slab{};
   uint64_t slab_offset = 0;

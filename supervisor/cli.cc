@@ -4,6 +4,9 @@
 // few callbacks (`each`) capture it by reference: they run inside parse().
 #include "supervisor/cli.h"
 
+#include <utility>
+#include <vector>
+
 #include <CLI/CLI.hpp>
 
 #include "config/config_keys.h"
@@ -59,6 +62,17 @@ void add_batch_command(CLI::App& app, Cli& cli) {
   batch->add_option("--min-score", cli.min_score, "drop events scoring below this (0..1; default 0: keep all)");
   batch->add_option("--merge-gap", cli.merge_gap,
                     "SECONDS: join events of one label at most this far apart (score: the higher one)");
+  // A stateful model's event rules and lanes (model.toml [events], [stateful]).
+  for (const auto& [flag, help] : std::vector<std::pair<std::string, std::string>>{
+           {"--threshold", "stateful model: speech on at this probability (model.toml [labels] threshold)"},
+           {"--hysteresis", "stateful model: off below threshold minus this (default 0.15)"},
+           {"--min-speech-ms", "stateful model: drop events not longer than this (default 250)"},
+           {"--min-silence-ms", "stateful model: silences shorter than this do not end an event (default 100)"},
+           {"--speech-pad-ms", "stateful model: pad each event by this on both sides (default 30)"},
+           {"--lane-seconds", "stateful model: cut long files into lanes this long; 0 = exact, one stream per file"}}) {
+    batch->add_option_function<std::string>(flag, [&cli, flag = flag](const std::string& v) { cli.stateful_flags[flag] = v; },
+                                            help);
+  }
   batch->add_option("--audio-stream", cli.audio_stream, "which audio stream of each input, from 0 (default: the first)")
       ->check(CLI::Range(0, 1000));
   batch->add_option("--raw", cli.raw,

@@ -30,6 +30,9 @@ struct Cli {
   std::string min_score;  // batch --min-score, as given (checked in commands.cc: exit 2 with one line)
   std::string merge_gap;  // batch --merge-gap SECONDS, as given
   int audio_stream = 0;  // batch --audio-stream
+  // batch, stateful models only: override model.toml's [events], [labels]
+  // threshold and [stateful] lane_seconds; as given, checked in commands.cc.
+  std::map<std::string, std::string> stateful_flags;  // "--min-speech-ms" -> "300"
   std::string raw;       // batch --raw FORMAT:RATE:CHANNELS (stdin is headerless PCM)
   std::vector<std::string> paths;
   std::string shard;

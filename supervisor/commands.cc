@@ -121,13 +121,44 @@ std::optional<BatchOptions> batch_options(const Config& cfg, const Cli& cli) {
   return batch;
 }
 
+// The stateful flags onto `model` (a copy of the model's config, used by the
+// batch driver for events and lanes); false after one error line.
+bool apply_stateful_flags(const Cli& cli, ModelConfig& model) {
+  if (cli.stateful_flags.empty()) return true;
+  if (!model.is_stateful()) {
+    spdlog::error("{}: only for a stateful model ([model] kind = \"stateful\"); {} is not one",
+                  cli.stateful_flags.begin()->first, model.name);
+    return false;
+  }
+  for (const auto& [flag, text] : cli.stateful_flags) {
+    const bool ms = flag.size() > 3 && flag.compare(flag.size() - 3, 3, "-ms") == 0;
+    const double high = flag == "--threshold" || flag == "--hysteresis" ? 1.0 : 1e7;
+    const auto value = number_flag(flag.c_str(), text, 0.0, high, ms ? "milliseconds >= 0" : "a number in range");
+    if (!value) return false;
+    if (flag == "--threshold") model.thresholds.assign(model.labels.size(), static_cast<float>(*value));
+    if (flag == "--hysteresis") model.rules.hysteresis = *value;
+    if (flag == "--min-speech-ms") model.rules.min_speech_ms = static_cast<int>(*value);
+    if (flag == "--min-silence-ms") model.rules.min_silence_ms = static_cast<int>(*value);
+    if (flag == "--speech-pad-ms") model.rules.speech_pad_ms = static_cast<int>(*value);
+    if (flag == "--lane-seconds") model.stateful.lane_seconds = *value;
+  }
+  if (model.stateful.lane_seconds > 0 && model.stateful.lane_warmup_seconds >= model.stateful.lane_seconds) {
+    spdlog::error("--lane-seconds {}: must be longer than the model's lane_warmup_seconds {}",
+                  model.stateful.lane_seconds, model.stateful.lane_warmup_seconds);
+    return false;
+  }
+  return true;
+}
+
 ExitCode run_batch_command(const Config& cfg, const Cli& cli) {
   if (!has_inputs(cli, "batch")) return ExitCode::kUsage;
   std::optional<BatchOptions> batch = batch_options(cfg, cli);
   if (!batch) return ExitCode::kUsage;
   auto model = load_model(cfg.model_dir);
+  ModelConfig config = model->config;
+  if (!apply_stateful_flags(cli, config)) return ExitCode::kUsage;
   const ExecutorFactory factory = make_executor_factory(cfg, model);
-  const BatchStats stats = run_batch(*batch, model->config, factory);
+  const BatchStats stats = run_batch(*batch, config, factory);
   if (stats.files_skipped > 0) {
     spdlog::info("skipped {} file(s) whose result is already complete (--force redoes them)", stats.files_skipped);
   }

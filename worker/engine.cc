@@ -6,6 +6,8 @@
 #include <chrono>
 #include <string>
 
+#include "worker/stateful_batch.h"
+
 namespace corepool {
 namespace {
 
@@ -34,6 +36,14 @@ struct SilentBatch {
 }  // namespace
 
 std::string item_size_error(const ModelConfig& config, TaskInput input, size_t floats) {
+  if (config.is_stateful()) {
+    const auto& s = config.stateful;
+    const size_t want = static_cast<size_t>(config.task_floats());
+    if (floats == want) return "";
+    return "stateful task has " + std::to_string(floats) + " floats, model expects " + std::to_string(want) +
+           " (" + std::to_string(s.context_samples) + " context + " + std::to_string(s.chunk_samples) +
+           " samples + " + std::to_string(s.state_floats()) + " state)";
+  }
   if (input == TaskInput::kPcm) {
     const size_t want = static_cast<size_t>(config.segment_samples());
     if (floats == want) return "";
@@ -49,7 +59,9 @@ std::string item_size_error(const ModelConfig& config, TaskInput input, size_t f
 
 Engine::Engine(std::shared_ptr<const LoadedModel> model)
     : model_(std::move(model)), module_(module_of(*model_)), input_dtype_(torch_of(*model_).input_dtype),
-      features_(model_->config) {}
+      features_(model_->config) {
+  if (model_->config.is_stateful()) method_ = stateful_method(module_, model_->config.stateful.method, model_->dir);
+}
 
 torch::Tensor Engine::forward(const torch::Tensor& input) {
   c10::InferenceMode guard;
@@ -64,11 +76,17 @@ torch::Tensor Engine::forward(const torch::Tensor& input) {
 
 std::vector<std::vector<float>> Engine::infer(const std::vector<const float*>& segments) {
   c10::InferenceMode guard;
+  if (model_->config.is_stateful()) {
+    std::vector<BatchItem> items;
+    for (const float* p : segments) items.push_back({p, TaskInput::kPcm});
+    return stateful_infer(items, nullptr);
+  }
   return scores_of(features_.compute(segments), static_cast<int64_t>(segments.size()));
 }
 
 std::vector<std::vector<float>> Engine::infer_items(const std::vector<BatchItem>& items, EngineTiming* timing) {
   c10::InferenceMode guard;
+  if (model_->config.is_stateful()) return stateful_infer(items, timing);
   const auto t0 = std::chrono::steady_clock::now();
   torch::Tensor input = batch_input(items);
   if (timing) timing->input_ns = ns_since(t0);
@@ -122,7 +140,7 @@ std::vector<std::vector<float>> Engine::scores_of(const torch::Tensor& input, in
 }
 
 void Engine::check_output_shape(int batch) {
-  const SilentBatch silent(model_->config.segment_samples(), batch);
+  const SilentBatch silent(model_->config.task_floats(), batch);
   check_output_shape_on(silent.segments);
 }
 
@@ -141,7 +159,7 @@ void Engine::check_output_shape_on(const std::vector<const float*>& segments) {
 }
 
 void Engine::warm_up(int batch) {
-  const SilentBatch silent(model_->config.segment_samples(), batch);
+  const SilentBatch silent(model_->config.task_floats(), batch);
   check_output_shape_on(silent.segments);
   for (int k = 1; k < kWarmupCalls; ++k) infer(silent.segments);
 }

@@ -15,7 +15,10 @@
 namespace corepool {
 
 // One item of a batch that may mix kinds: PCM for the feature step, or one
-// item of the model's input (ModelConfig::item_floats() floats). The floats
+// item of the model's input (ModelConfig::item_floats() floats). For a
+// stateful model both kinds are the same: context + chunk samples, then the
+// stream's state (ModelConfig::task_floats()), and a result is the scores
+// followed by the new state (ModelConfig::result_floats()). The floats
 // must outlive the infer_items() call; they are read, never written.
 struct BatchItem {
   const float* data = nullptr;
@@ -80,9 +83,13 @@ class Engine {
   // check_output_shape() on segments the caller holds.
   void check_output_shape_on(const std::vector<const float*>& segments);
   std::vector<std::vector<float>> scores_of(const torch::Tensor& input, int64_t batch, EngineTiming* timing = nullptr);
+  // A stateful model's batch (worker/stateful_batch.cc): gathers each item's
+  // samples and state, calls the method once, scatters scores and new states.
+  std::vector<std::vector<float>> stateful_infer(const std::vector<BatchItem>& items, EngineTiming* timing);
 
   std::shared_ptr<const LoadedModel> model_;
   torch::jit::Module module_;  // handle copy: shares parameters with model_->module
+  torch::jit::Module method_;  // stateful: the submodule whose forward runs (module_ itself for "")
   at::ScalarType input_dtype_;  // what module_ takes (torch_module.h)
   FeatureExtractor features_;
 };

@@ -14,7 +14,8 @@
 namespace corepool {
 
 std::string EnginePlan::text() const {
-  std::string s = "optimize " + optimize.applied;
+  std::string s = stateful.empty() ? "" : stateful + "; ";
+  s += "optimize " + optimize.applied;
   if (!optimize.fallback.empty()) s += " (asked for " + optimize.requested + ")";
   if (optimize.applied != "none") {
     // The kernel path in use, and what engine.kernels asked for when that was the CPU's choice.
@@ -48,6 +49,15 @@ std::string EnginePlan::text() const {
     s += fmt::format(" measured in {:.2f} s: {}", calibration.seconds, calibration.text());
   }
   return s;
+}
+
+std::string stateful_text(const ModelConfig& config) {
+  if (!config.is_stateful()) return "";
+  const StatefulSpec& s = config.stateful;
+  std::string shape;
+  for (const int64_t d : s.state_shape) shape += (shape.empty() ? "" : ", ") + (d == 0 ? std::string("B") : std::to_string(d));
+  return fmt::format("stateful model: method {}, chunk {} + context {} samples, state [{}]",
+                     s.method.empty() ? "forward" : s.method + ".forward", s.chunk_samples, s.context_samples, shape);
 }
 
 namespace {
@@ -103,8 +113,13 @@ EnginePlan plan_engine(const std::shared_ptr<const LoadedModel>& model, const Pl
                  model->dir,
                  plan.optimize.winograd_fallback);
   }
+  plan.stateful = stateful_text(model->config);
   if (request.max_batch > 0) {
     plan.max_batch = request.max_batch;  // an explicit value wins; the executors clamp it as before
+  } else if (model->config.is_stateful()) {
+    // calibrate_batch() times forward(), which a stateful model does not run:
+    // the batch driver fills batches of streams, so the model's own limit it is.
+    plan.max_batch = limit;
   } else if (cached && cached->measured_batch) {
     plan.calibration = cached->calibration;
     plan.max_batch = std::min(plan.calibration.best, limit);

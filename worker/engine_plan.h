@@ -21,6 +21,7 @@ struct EnginePlan {
   Calibration calibration;    // when measured
   bool cached = false;        // the measurements came from the plan cache (plan_cache.h)
   std::string planned_at;     // ... measured then (UTC)
+  std::string stateful;       // stateful_text(), "" for a stateless model
   std::string text() const;   // one log line
 };
 
@@ -35,10 +36,15 @@ struct PlanRequest {
   bool replan = false;                     // measure anew and replace the cached plan
 };
 
+// "stateful model: method _model.forward, chunk 512 + context 64 samples,
+// state [2, B, 128]" for the plan line and doctor; "" for a stateless model.
+std::string stateful_text(const ModelConfig& config);
+
 // Optimizes (falling back with a WARN), then calibrates when asked; logs the
 // plan. With a cache directory, a plan cached for this model, CPU, libraries
 // and request gives the Winograd items per call and the batch instead of
-// measuring them; a plan measured here is stored for the next start. Throws what a failing forward() throws (ModelError, c10::Error).
+// measuring them; a plan measured here is stored for the next start. Throws
+// what a failing forward() throws (ModelError, c10::Error).
 EnginePlan plan_engine(const std::shared_ptr<const LoadedModel>& model, const PlanRequest& request);
 
 }  // namespace corepool

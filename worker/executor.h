@@ -20,8 +20,10 @@ struct SegmentTask {
   uint64_t stream = 0;         // which file / request the segment belongs to
   uint64_t index = 0;          // position of the segment in its stream
   // kPcm: segment_samples() floats at the model's rate. kModelInput: exactly
-  // ModelConfig::item_floats() floats, row-major in item_shape(). A task of
-  // the wrong size is answered with an error result, never run.
+  // ModelConfig::item_floats() floats, row-major in item_shape(). A stateful
+  // model's task, either kind: context + chunk samples, then the stream's state
+  // (ModelConfig::task_floats()). A task of the wrong size is answered with an
+  // error result, never run.
   std::vector<float> samples;
   TaskInput input = TaskInput::kPcm;
 };
@@ -41,7 +43,8 @@ struct SegmentTiming {
 struct SegmentResult {
   uint64_t stream = 0;
   uint64_t index = 0;
-  std::vector<float> scores;   // one per label; empty when error is set
+  std::vector<float> scores;   // one per label (a stateful model: then its new
+                               // state, ModelConfig::result_floats()); empty when error is set
   std::string error;           // non-empty: this segment failed (message says why)
   SegmentTiming timing;
 };

@@ -13,7 +13,8 @@
 // submitted without an opening group: a live source must not wait for audio
 // that has not been spoken yet. With --out - every line is flushed as it is
 // written, so each event reaches a pipe reader when it closes.
-// A sharded run takes its 1/N of the inputs first (shard.h) and leaves a
+// A stateful model's files go to stateful_batch.cc instead (streams of chunks
+// that carry their state). A sharded run takes its 1/N of the inputs first (shard.h) and leaves a
 // shard report for `corepool merge` (shard_report.h).
 #include "supervisor/batch/batch.h"
 
@@ -40,6 +41,7 @@
 #include "supervisor/batch/run_inputs.h"
 #include "supervisor/batch/serial_worker.h"
 #include "supervisor/batch/shard_report.h"
+#include "supervisor/batch/stateful_batch.h"
 #include "audio/audio_stream.h"
 #include "audio/events.h"
 #include "audio/segmenter.h"
@@ -326,6 +328,28 @@ void report_shard(const BatchOptions& options, const BatchStats& stats) {
   write_shard_report(options.out_dir, report);
 }
 
+// The segment driver above, for a stateless model.
+BatchStats run_stateless_inputs(const BatchOptions& options, const ModelConfig& model,
+                                const std::vector<BatchInput>& todo, const std::vector<InputError>& errors,
+                                Progress& progress, const ExecutorFactory& make_executor) {
+  BatchRun run(options, model, progress);
+  for (const auto& e : errors) run.fail_input(e.key, e.message);
+  Clock::time_point ready, drained;
+  {
+    std::unique_ptr<Executor> executor =
+        make_executor([&run](SegmentResult&& r) { run.on_complete(std::move(r)); });
+    ready = Clock::now();
+    for (const auto& in : todo) run.process(in, *executor);
+    run.flush_opening(*executor);
+    executor->wait_idle();
+    run.drain();
+    drained = Clock::now();
+  }
+  BatchStats stats = run.stats();
+  stats.serving_seconds = std::chrono::duration<double>(drained - ready).count();
+  return stats;
+}
+
 }  // namespace
 
 BatchStats run_batch(const BatchOptions& options, const ModelConfig& model,
@@ -353,26 +377,14 @@ BatchStats run_batch(const BatchOptions& options, const ModelConfig& model,
   }
   Progress progress(options.progress, todo.size(),
                     options.progress ? total_audio_seconds(todo, options.audio_stream) : 0.0);
-  BatchRun run(options, model, progress);
-  for (const auto& e : list.errors) run.fail_input(e.key, e.message);
   if (options.out_dir == "-") print_stdout_header(options.format);
-  Clock::time_point ready, drained;
-  {
-    std::unique_ptr<Executor> executor =
-        make_executor([&run](SegmentResult&& r) { run.on_complete(std::move(r)); });
-    ready = Clock::now();
-    for (const auto& in : todo) run.process(in, *executor);
-    run.flush_opening(*executor);
-    executor->wait_idle();
-    run.drain();
-    drained = Clock::now();
-  }
-  BatchStats stats = run.stats();
+  BatchStats stats = model.is_stateful()
+                         ? run_stateful_inputs(options, model, todo, list.errors, progress, make_executor)
+                         : run_stateless_inputs(options, model, todo, list.errors, progress, make_executor);
   stats.files_skipped = skipped;
   stats.shard_inputs = list.inputs.size() + list.errors.size() - refused;  // a refused input is in both
   const auto end = Clock::now();
   stats.wall_seconds = std::chrono::duration<double>(end - start).count();
-  stats.serving_seconds = std::chrono::duration<double>(drained - ready).count();
   report_shard(options, stats);
   return stats;
 }

@@ -38,9 +38,9 @@ WorkerPlan plan_of(const Config& cfg, const CpuBudget& budget) {
 
 // A process-mode worker's rings and slab, sized exactly as ProcessPool does.
 uint64_t channel_bytes(const ModelConfig& model) {
-  return shm::ChannelLayout::for_model(static_cast<uint32_t>(model.segment_samples()),
+  return shm::ChannelLayout::for_model(static_cast<uint32_t>(model.task_floats()),
                                        static_cast<uint32_t>(model.item_floats()),
-                                       static_cast<uint32_t>(model.labels.size()))
+                                       static_cast<uint32_t>(model.result_floats()))
       .total_bytes;
 }
 

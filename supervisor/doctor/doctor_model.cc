@@ -15,6 +15,7 @@
 #include "supervisor/doctor/doctor_optimize.h"
 #include "supervisor/doctor/doctor_procfs.h"
 #include "worker/engine.h"
+#include "worker/engine_plan.h"
 
 namespace corepool {
 namespace {
@@ -96,11 +97,14 @@ CheckResult weights_check(const LoadedModel& model) {
 
 // One forward() of `batch` silent segments through the engine, as a worker runs it.
 CheckResult forward_check(const std::shared_ptr<const LoadedModel>& model, int batch, uint64_t& activation_bytes) {
-  const std::string what = "forward() of " + std::to_string(batch) + " silent segment(s)";
+  // A stateful model's line names its kind: one call of its method on silent chunks and zero states.
+  const std::string kind = stateful_text(model->config);
+  const std::string what = kind.empty() ? "forward() of " + std::to_string(batch) + " silent segment(s)"
+                                        : kind + ": one call on " + std::to_string(batch) + " silent chunk(s)";
   std::string error;
   try {
     Engine engine(model);
-    const std::vector<float> silence(static_cast<size_t>(model->config.segment_samples()), 0.0f);
+    const std::vector<float> silence(static_cast<size_t>(model->config.task_floats()), 0.0f);
     const std::vector<const float*> segments(static_cast<size_t>(batch), silence.data());
     PeakMeter meter;
     meter.start();
@@ -168,7 +172,12 @@ ModelProbe probe_model(const std::string& dir, int max_batch, const std::string&
   const int batch = std::max(1, std::min(probe.plan.max_batch, probe.model->config.max_batch));
   probe.results.push_back(forward_check(probe.model, batch, probe.activation_bytes));
   probe.forward_ok = probe.results.back().verdict == Verdict::kOk;
-  if (probe.forward_ok) probe.results.push_back(bf16_check(dir));
+  // engine.optimize does not apply to a stateful model (optimize.cc): nothing to compare.
+  if (probe.forward_ok && probe.model->config.is_stateful()) {
+    probe.results.push_back(CheckResult::ok("bf16", "not applicable: a stateful model runs as loaded (fp32)"));
+  } else if (probe.forward_ok) {
+    probe.results.push_back(bf16_check(dir));
+  }
   return probe;
 }
 

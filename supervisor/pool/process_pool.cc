@@ -37,13 +37,14 @@ class ProcessPool::Impl {
   Impl(std::shared_ptr<const LoadedModel> model, ProcessPoolOptions options, Completion on_complete)
       : model_(std::move(model)),
         options_(normalized(std::move(options))),
-        layout_(shm::ChannelLayout::for_model(model_->config.segment_samples(),
+        // A stateful model's task and result carry its state too (task_floats(), result_floats()).
+        layout_(shm::ChannelLayout::for_model(static_cast<uint32_t>(model_->config.task_floats()),
                                               static_cast<uint32_t>(model_->config.item_floats()),
-                                              static_cast<uint32_t>(model_->config.labels.size()))),
+                                              static_cast<uint32_t>(model_->config.result_floats()))),
         submissions_(queue_depth(options_)),
         mirror_(options_.workers),
         table_(options_, layout_, model_, mirror_),
-        dispatcher_(options_, layout_, static_cast<uint32_t>(model_->config.labels.size()), std::move(on_complete),
+        dispatcher_(options_, layout_, static_cast<uint32_t>(model_->config.result_floats()), std::move(on_complete),
                     submissions_, mirror_),
         loop_(table_, dispatcher_, submissions_) {}
 

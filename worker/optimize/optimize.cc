@@ -211,6 +211,9 @@ OptimizeOutcome optimize_model(const LoadedModel& model, const std::string& mode
   out.kernels_requested = kernels;
   out.applied = torch.optimized;
   if (mode == "none" || torch.optimized != "none") return out;
+  // freeze() keeps forward() alone, and a stateful model runs a submodule's
+  // method: it runs as loaded (its weights are still shared read-only).
+  if (model.config.is_stateful()) return out;
   if (mode != "onednn" && mode != "onednn-direct" && mode != "bf16") {
     throw std::invalid_argument("engine.optimize: unknown mode " + mode);
   }

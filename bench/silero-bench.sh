@@ -1,0 +1,43 @@
+#!/bin/bash
+# Silero VAD through `corepool batch` (thread and process mode) on 10 minutes
+# of audio as 1 file and as 200 files of 3 s, beside the Python baseline
+# (bench/silero_python_bench.py: 64 files per call, one process per core), all
+# in one run on this machine. Prints figures; passes or fails on nothing.
+# The audio is the demo (espeak-ng speech, music, noise, silence) repeated.
+#   bash bench/silero-bench.sh [BUILD]      # needs build/models/silero-vad/model.pt, ffmpeg and
+#                                           # Debian's python3-torch (not in install-deps.sh: bench only)
+set -euo pipefail
+BUILD=${1:-build}
+MODEL=$BUILD/models/silero-vad
+[ -f "$MODEL/model.pt" ] || { echo "silero-bench: $MODEL/model.pt not found (see models/README.md)" >&2; exit 1; }
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+mkdir -p "$WORK/long" "$WORK/short"
+"$BUILD/tools/corepool-gen-audio" --demo --out "$WORK/demo.wav" >/dev/null
+ffmpeg -loglevel error -stream_loop 25 -i "$WORK/demo.wav" -t 600 -c:a pcm_s16le "$WORK/long/long.wav"
+# 200 files of 3 s, cut from the long file at 3 s steps.
+/usr/bin/python3 - "$WORK/long/long.wav" "$WORK/short" <<'PY'
+import sys, wave
+src, out = sys.argv[1], sys.argv[2]
+with wave.open(src, "rb") as w:
+    params, frames = w.getparams(), w.readframes(w.getnframes())
+step = 3 * 16000 * 2
+for i in range(200):
+    with wave.open(f"{out}/s{i:03d}.wav", "wb") as o:
+        o.setparams(params)
+        o.writeframes(frames[i * step:(i + 1) * step])
+PY
+echo "cpu: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) cpus), commit $(git rev-parse --short HEAD)"
+for mode in thread process; do
+  for set in long short; do
+    start=$(date +%s.%N)
+    line=$("$BUILD/supervisor/corepool" batch --model "$MODEL" --mode "$mode" --force --no-progress \
+             --out "$WORK/out-$mode-$set" "$WORK/$set" 2>&1 | grep 'real time' | tail -n 1)
+    end=$(date +%s.%N)
+    echo "corepool $mode, $set: ${line#*] } (process start to exit: $(awk "BEGIN{printf \"%.2f\", $end - $start}") s)"
+  done
+done
+for set in long short; do
+  echo -n "$set: "
+  /usr/bin/python3 "$(dirname "$0")/silero_python_bench.py" "$MODEL/model.pt" "$WORK/$set"/*.wav
+done

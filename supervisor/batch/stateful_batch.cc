@@ -1,0 +1,233 @@
+// The stateful batch driver. The calling thread decodes a file whole, hands
+// its samples to the StreamScorer (which cuts it in lanes and threads each
+// lane's state through its chunks), and otherwise only pumps: it submits the
+// ready lanes' next chunks together, so an engine finds up to max_batch
+// streams' chunks queued and runs them in one call. Files are opened while the
+// live lanes leave room in the executor's queue, so a directory of short clips
+// and one long file in lanes both keep every engine's batch full. A file's
+// events are made from all its scores at once (speech_events.h) and committed
+// on a SerialWorker, like the stateless driver's.
+// Decoding whole costs 64 KB per second of audio at 16 kHz (lanes need random
+// access): memory grows with the longest file, unlike the stateless driver.
+#include "supervisor/batch/stateful_batch.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "audio/audio_stream.h"
+#include "audio/event_json.h"
+#include "audio/speech_events.h"
+#include "supervisor/batch/event_filter.h"
+#include "supervisor/batch/result_path.h"
+#include "supervisor/batch/result_writer.h"
+#include "supervisor/batch/serial_worker.h"
+#include "supervisor/batch/stream_scorer.h"
+
+namespace corepool {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+struct StreamFile {
+  BatchInput input;
+  std::unique_ptr<ResultWriter> out;
+  int64_t samples = 0;
+  std::vector<float> scores;  // chunk-major, from the StreamScorer
+  std::string error;
+  json skipped;
+  Clock::time_point started = Clock::now();
+};
+
+class StatefulRun {
+ public:
+  StatefulRun(const BatchOptions& options, const ModelConfig& model, Progress& progress)
+      : options_(options), model_(model), progress_(progress),
+        scorer_(model, [this](uint64_t id, std::vector<float> scores, const std::string& error) {
+          scored(id, std::move(scores), error);
+        }) {
+    output_.format = options.format;
+    output_.high_freq_hz = model.sample_rate / 2.0;
+  }
+
+  void run(const std::vector<BatchInput>& todo, Executor& executor);
+  void on_complete(SegmentResult&& r) { scorer_.on_complete(std::move(r)); }
+  void fail_input(const std::string& key, const std::string& message);
+  void drain() { committer_.drain(); }
+  BatchStats& stats() { return stats_; }
+
+ private:
+  void open_file(const BatchInput& input);  // a failure is reported, never thrown
+  void scored(uint64_t id, std::vector<float> scores, const std::string& error);  // feeding thread
+  void commit(StreamFile& file);  // on committer_
+  std::vector<Event> events_of(const StreamFile& file) const;
+
+  const BatchOptions& options_;
+  const ModelConfig& model_;
+  Progress& progress_;
+  OutputSpec output_;
+  std::mutex mu_;  // stats_ and progress_ lines (the committer and the feeding thread)
+  std::map<uint64_t, std::unique_ptr<StreamFile>> files_;  // the feeding thread's own
+  uint64_t next_id_ = 0;
+  BatchStats stats_;
+  StreamScorer scorer_;
+  SerialWorker committer_;  // last: its thread stops before the members it uses go
+};
+
+void StatefulRun::open_file(const BatchInput& input) {
+  auto file = std::make_unique<StreamFile>();
+  file->input = input;
+  auto samples = std::make_shared<std::vector<float>>();
+  try {
+    constexpr size_t kBlockFrames = 32768;
+    std::unique_ptr<AudioStream> stream =
+        input.pipe ? std::make_unique<AudioStream>(AudioSource::standard_input(kStdinName, options_.raw),
+                                                   model_.sample_rate, kBlockFrames, options_.audio_stream)
+                   : std::make_unique<AudioStream>(input.path, model_.sample_rate, kBlockFrames, options_.audio_stream);
+    while (stream->read(*samples)) {
+    }
+    if (!stream->skipped().empty()) {
+      file->skipped = skipped_json(stream->skipped());
+      progress_.print_line("warning: " + input.path + ": " + skipped_text(stream->skipped()));
+    }
+    // Validated and read before the result file exists: errors never leave a partial result.
+    const std::string out_path = options_.out_dir == "-" ? ""
+                                                         : result_path(options_.out_dir, input.relative,
+                                                                       result_extension(options_.format));
+    file->out = std::make_unique<ResultWriter>(output_, input.relative, input.path,
+                                               out_path.empty() ? nullptr : std::make_unique<ResultFile>(out_path));
+  } catch (const std::exception& e) {
+    fail_input(input.relative, e.what());
+    return;
+  }
+  file->samples = static_cast<int64_t>(samples->size());
+  const uint64_t id = next_id_++;
+  files_[id] = std::move(file);
+  scorer_.add(id, std::move(samples));
+}
+
+void StatefulRun::scored(uint64_t id, std::vector<float> scores, const std::string& error) {
+  auto it = files_.find(id);
+  std::shared_ptr<StreamFile> file = std::move(it->second);
+  files_.erase(it);
+  file->scores = std::move(scores);
+  if (!error.empty()) file->error = file->input.path + ": " + error;
+  progress_.add_segments(file->scores.size() / model_.labels.size());
+  progress_.add_audio_seconds(static_cast<double>(file->samples) / model_.sample_rate);
+  committer_.post([this, file] { commit(*file); });
+}
+
+// Files open while the live lanes fit the executor's queue (one task each at
+// most). After each file the ready lanes go out without waiting: the engines
+// work on the first files while the next ones decode.
+void StatefulRun::run(const std::vector<BatchInput>& todo, Executor& executor) {
+  const size_t room = std::max<size_t>(1, executor.stats().depth);
+  size_t next_input = 0;
+  for (;;) {
+    if (next_input < todo.size() && scorer_.live_lanes() < room) {
+      open_file(todo[next_input++]);
+      scorer_.pump(executor, /*wait=*/false);
+      continue;
+    }
+    if (!scorer_.pump(executor) && next_input >= todo.size()) return;
+  }
+}
+
+std::vector<Event> StatefulRun::events_of(const StreamFile& file) const {
+  const size_t labels = model_.labels.size();
+  const size_t chunks = file.scores.size() / labels;
+  const EventRules& r = model_.rules;
+  const auto samples = [&](int ms) { return static_cast<int64_t>(ms) * model_.sample_rate / 1000; };
+  std::vector<Event> events;
+  for (size_t l = 0; l < labels; ++l) {
+    std::vector<float> probs(chunks);
+    for (size_t c = 0; c < chunks; ++c) probs[c] = file.scores[c * labels + l];
+    const SpeechRules rules{model_.thresholds[l], r.hysteresis, samples(r.min_speech_ms), samples(r.min_silence_ms),
+                            samples(r.speech_pad_ms)};
+    for (const SpeechSpan& s : speech_spans(probs, model_.stateful.chunk_samples, file.samples, rules)) {
+      events.push_back({static_cast<double>(s.start) / model_.sample_rate,
+                        static_cast<double>(s.end) / model_.sample_rate, model_.labels[l], s.score});
+    }
+  }
+  std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.start < b.start; });
+  return events;
+}
+
+void StatefulRun::commit(StreamFile& file) {
+  const double duration = static_cast<double>(file.samples) / model_.sample_rate;
+  const size_t chunks = file.scores.size() / model_.labels.size();
+  if (file.error.empty()) {
+    try {
+      size_t count = 0;
+      EventFilter filter(options_.filter, [&](const Event& e) {
+        ++count;
+        file.out->event(e);
+      });
+      for (const Event& e : events_of(file)) filter.add(e);
+      filter.finish();
+      const double wall = std::chrono::duration<double>(Clock::now() - file.started).count();
+      json summary = {{"duration", rounded(duration, 1e3)}, {"segments", chunks}, {"events", count},
+                      {"wall_seconds", rounded(wall, 1e3)},
+                      {"x_realtime", rounded(wall > 0 ? duration / wall : 0.0, 1e1)}};
+      if (!file.skipped.is_null()) summary["skipped"] = file.skipped;
+      file.out->summary(std::move(summary));
+      file.out->commit();
+    } catch (const std::exception& e) {
+      file.error = file.input.path + ": " + e.what();
+    }
+  }
+  if (!file.error.empty()) file.out->abandon();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (file.error.empty()) {
+    ++stats_.files_ok;
+    stats_.segments += chunks;
+    stats_.audio_seconds += duration;
+  } else {
+    progress_.print_line("error: " + file.error);
+    ++stats_.files_failed;
+    stats_.failures.push_back({file.input.relative, file.error});
+  }
+  progress_.file_done();
+}
+
+void StatefulRun::fail_input(const std::string& key, const std::string& message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  progress_.print_line("error: " + message);
+  ++stats_.files_failed;
+  stats_.failures.push_back({key, message});
+  progress_.file_done();
+}
+
+}  // namespace
+
+BatchStats run_stateful_inputs(const BatchOptions& options, const ModelConfig& model,
+                               const std::vector<BatchInput>& todo, const std::vector<InputError>& errors,
+                               Progress& progress, const ExecutorFactory& make_executor) {
+  StatefulRun run(options, model, progress);
+  for (const auto& e : errors) run.fail_input(e.key, e.message);
+  Clock::time_point ready, drained;
+  {
+    std::unique_ptr<Executor> executor = make_executor([&run](SegmentResult&& r) { run.on_complete(std::move(r)); });
+    ready = Clock::now();
+    run.run(todo, *executor);
+    executor->wait_idle();
+    run.drain();
+    drained = Clock::now();
+    // How full the calls were is what decides this driver's speed.
+    const ExecutorStats s = executor->stats();
+    double busy = 0;
+    for (const double b : s.busy_seconds) busy += b;
+    spdlog::info("stateful model: {} chunks in {} calls (mean batch {:.1f}), engines busy {:.2f} s in all", s.segments,
+                 s.batches, s.batches ? static_cast<double>(s.segments) / s.batches : 0.0, busy);
+  }
+  BatchStats stats = run.stats();
+  stats.serving_seconds = std::chrono::duration<double>(drained - ready).count();
+  return stats;
+}
+
+}  // namespace corepool

@@ -1,0 +1,140 @@
+// StreamScorer: lanes, the task layout of a stateful model (context + chunk,
+// then the state: ModelConfig::task_floats()) and the order of a lane's chunks.
+// A result is taken only for the chunk its lane has in flight: anything else
+// is a late duplicate of a re-dispatched task and is dropped.
+#include "supervisor/batch/stream_scorer.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace corepool {
+
+StreamScorer::StreamScorer(const ModelConfig& model, Done done) : model_(model), done_(std::move(done)) {}
+
+void StreamScorer::add(uint64_t stream, std::shared_ptr<const std::vector<float>> samples) {
+  const StatefulSpec& s = model_.stateful;
+  const int64_t chunk = s.chunk_samples;
+  const int64_t chunks = (static_cast<int64_t>(samples->size()) + chunk - 1) / chunk;
+  const auto chunks_of = [&](double seconds) { return static_cast<int64_t>(seconds * model_.sample_rate / chunk); };
+  const std::vector<Lane> plan = plan_lanes(chunks, chunks_of(s.lane_seconds), chunks_of(s.lane_warmup_seconds));
+  if (plan.empty()) {  // no audio, no chunk: done at once
+    done_(stream, {}, "");
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  StreamState& state = streams_[stream];
+  state.samples = std::move(samples);
+  state.scores.assign(static_cast<size_t>(chunks) * model_.labels.size(), 0.0f);
+  state.lanes_left = plan.size();
+  for (const Lane& span : plan) {
+    const uint64_t id = next_lane_++;
+    lanes_[id] = {stream, span, span.first, std::vector<float>(s.state_floats(), s.state_initial)};
+    ready_.push_back(id);
+  }
+}
+
+// Context (the previous chunk's last samples; zeros at a lane's first chunk,
+// as for a fresh stream), the chunk (zero-padded past the end), the state.
+SegmentTask StreamScorer::next_task(uint64_t lane_id) const {
+  const LiveLane& lane = lanes_.at(lane_id);
+  const std::vector<float>& samples = *streams_.at(lane.stream).samples;
+  const StatefulSpec& s = model_.stateful;
+  SegmentTask task;
+  task.stream = lane_id;
+  task.index = static_cast<uint64_t>(lane.next);
+  task.samples.assign(static_cast<size_t>(model_.task_floats()), 0.0f);
+  const int64_t chunk_start = lane.next * s.chunk_samples;
+  const int64_t from = lane.next == lane.span.first ? chunk_start : chunk_start - s.context_samples;
+  const int64_t to = std::min<int64_t>(chunk_start + s.chunk_samples, static_cast<int64_t>(samples.size()));
+  const int64_t offset = from - (chunk_start - s.context_samples);  // where `from` lands in the task
+  if (to > from) std::copy(samples.begin() + from, samples.begin() + to, task.samples.begin() + offset);
+  std::copy(lane.state.begin(), lane.state.end(), task.samples.begin() + s.context_samples + s.chunk_samples);
+  return task;
+}
+
+void StreamScorer::on_complete(SegmentResult&& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = lanes_.find(r.stream);
+  if (it == lanes_.end() || static_cast<int64_t>(r.index) != it->second.next) return;  // a late duplicate
+  LiveLane& lane = it->second;
+  StreamState& stream = streams_.at(lane.stream);
+  const size_t labels = model_.labels.size();
+  if (!r.error.empty() || r.scores.size() != static_cast<size_t>(model_.result_floats())) {
+    if (stream.error.empty()) {
+      stream.error = "chunk " + std::to_string(r.index) + ": " + (r.error.empty() ? "result of the wrong size" : r.error);
+    }
+    lane.next = lane.span.end;  // this lane stops; the stream fails once its other lanes end
+  } else {
+    if (lane.next >= lane.span.keep) {  // a warm-up chunk's scores are dropped
+      std::copy(r.scores.begin(), r.scores.begin() + labels, stream.scores.begin() + lane.next * labels);
+    }
+    lane.state.assign(r.scores.begin() + labels, r.scores.end());
+    ++lane.next;
+  }
+  ready_.push_back(r.stream);
+  ready_cv_.notify_one();
+}
+
+void StreamScorer::end_lane(uint64_t lane_id, std::vector<Finished>& done) {
+  const uint64_t stream = lanes_.at(lane_id).stream;
+  lanes_.erase(lane_id);
+  auto it = streams_.find(stream);
+  if (--it->second.lanes_left > 0) return;
+  done.push_back({stream, std::move(it->second)});
+  streams_.erase(it);
+}
+
+void StreamScorer::report(std::vector<Finished>& done) {
+  for (Finished& f : done) done_(f.stream, std::move(f.state.scores), f.state.error);
+}
+
+// One call's results come back one by one, microseconds apart in thread mode,
+// in bursts as the supervisor's loop drains a ring in process mode.
+// Submitting the first alone would hand an idle engine a batch of one, and the
+// calls would fragment from then on. So gather one engine's share of the live
+// lanes (a call's worth when the engines split the lanes evenly), waiting at
+// most kGather for each next result: a straggler or a stream's end never
+// holds the others up for longer.
+void StreamScorer::gather_call(std::unique_lock<std::mutex>& lock, int engines) {
+  constexpr std::chrono::milliseconds kGather{2};
+  const size_t share = std::max<size_t>(1, lanes_.size() / static_cast<size_t>(std::max(1, engines)));
+  size_t seen = ready_.size();
+  while (seen < share && ready_cv_.wait_for(lock, kGather, [&] { return ready_.size() > seen; })) {
+    seen = ready_.size();
+  }
+}
+
+bool StreamScorer::pump(Executor& executor, bool wait) {
+  std::vector<SegmentTask> tasks;
+  std::vector<Finished> done;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (wait) {
+      ready_cv_.wait(lock, [&] { return !ready_.empty() || lanes_.empty(); });
+      gather_call(lock, executor.workers());
+    }
+    if (lanes_.empty()) return false;
+    for (; !ready_.empty(); ready_.pop_front()) {
+      const uint64_t id = ready_.front();
+      if (lanes_.at(id).next >= lanes_.at(id).span.end) {
+        end_lane(id, done);
+      } else {
+        tasks.push_back(next_task(id));
+      }
+    }
+  }
+  report(done);
+  // Every live lane has one task queued at most: the caller keeps live lanes
+  // within the executor's depth, so this fits; if not, one by one (blocking).
+  if (!tasks.empty() && !executor.try_submit(tasks)) {
+    for (auto& task : tasks) executor.submit(std::move(task));
+  }
+  return true;
+}
+
+size_t StreamScorer::live_lanes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lanes_.size();
+}
+
+}  // namespace corepool

@@ -1,0 +1,81 @@
+// Scores whole streams of audio through a stateful model, chunk by chunk, many
+// streams per engine call. Each stream is cut into lanes (stream_lanes.h);
+// each lane has at most one chunk in flight, because its next chunk needs the
+// state the current one returns, and that state travels inside the task: the
+// engines keep none, so any engine can take any lane's next chunk, and a task
+// re-dispatched after its worker died still carries the state it was sent with.
+// Used by the stateful batch driver (stateful_batch.cc) and the Silero tests.
+// Thread-safety: on_complete() runs on engine threads (or the supervisor's
+// loop), everything else on one feeding thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "config/model_config.h"
+#include "supervisor/batch/stream_lanes.h"
+#include "worker/executor.h"
+
+namespace corepool {
+
+class StreamScorer {
+ public:
+  // A stream's scores, chunk-major (chunks x labels; chunk i covers samples
+  // [i * chunk, (i + 1) * chunk), the last one zero-padded), or an error.
+  // Called on the feeding thread (inside add() or pump()), without the lock.
+  using Done = std::function<void(uint64_t stream, std::vector<float> scores, const std::string& error)>;
+
+  StreamScorer(const ModelConfig& model, Done done);
+
+  // Plans `samples` (at the model's rate) in lanes and makes them ready.
+  void add(uint64_t stream, std::shared_ptr<const std::vector<float>> samples);
+  // The executor's completion callback.
+  void on_complete(SegmentResult&& r);
+  // Waits (if `wait`) until some lane is ready, then submits every ready
+  // lane's next chunk at once (one try_submit, so that an engine finds them
+  // all queued) and finishes the streams whose lanes all ended. False when no
+  // lane is live.
+  bool pump(Executor& executor, bool wait = true);
+  size_t live_lanes();
+
+ private:
+  struct StreamState {
+    std::shared_ptr<const std::vector<float>> samples;
+    std::vector<float> scores;
+    size_t lanes_left = 0;
+    std::string error;
+  };
+  struct LiveLane {
+    uint64_t stream = 0;
+    Lane span;
+    int64_t next = 0;          // the chunk in flight, or the next to submit
+    std::vector<float> state;  // what its next chunk starts from
+  };
+  struct Finished {
+    uint64_t stream;
+    StreamState state;
+  };
+
+  SegmentTask next_task(uint64_t lane_id) const;                // requires mu_
+  void end_lane(uint64_t lane_id, std::vector<Finished>& done);  // requires mu_
+  void report(std::vector<Finished>& done);                     // without mu_
+  void gather_call(std::unique_lock<std::mutex>& lock, int engines);  // with mu_ held by `lock`
+
+  const ModelConfig& model_;
+  Done done_;
+  std::mutex mu_;
+  std::condition_variable ready_cv_;
+  std::map<uint64_t, StreamState> streams_;
+  std::map<uint64_t, LiveLane> lanes_;  // a task's stream field is its lane's id
+  std::deque<uint64_t> ready_;          // lanes with no chunk in flight
+  uint64_t next_lane_ = 0;
+};
+
+}  // namespace corepool

@@ -1,0 +1,94 @@
+// `corepool batch --model build/models/silero-vad` on the 28 s demo (speech
+// 0-8 s, music 8-16, noise 16-22, silence 22-28), in thread and process mode:
+// speech events come where the speech is and nowhere in the silence, both
+// modes write the same events, and the stateful flags are checked. Skipped,
+// saying why, when the build found no silero_vad.jit.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/e2e/corepool_cli.h"
+#include "tools/audio_synth.h"
+#include "tools/sound_classes.h"
+
+namespace corepool {
+namespace {
+
+const std::string kDir = COREPOOL_SILERO_MODEL;
+
+bool silero_present() {
+  struct stat st {};
+  return ::stat((kDir + "/model.pt").c_str(), &st) == 0;
+}
+
+struct Span {
+  double start = 0, end = 0;
+};
+
+// Rows of --format csv: File,Start (s),End (s),Label,Score.
+std::vector<Span> speech_of(const std::string& csv) {
+  std::vector<Span> spans;
+  std::istringstream in(csv);
+  std::string line;
+  std::getline(in, line);  // the header
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::stringstream row(line);
+    for (std::string cell; std::getline(row, cell, ',');) f.push_back(cell);
+    if (f.size() == 5 && f[3] == "speech") spans.push_back({std::stod(f[1]), std::stod(f[2])});
+  }
+  return spans;
+}
+
+class SileroCliTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!silero_present()) {
+      GTEST_SKIP() << "Silero VAD skipped: " << kDir << "/model.pt not found (the build copies it from "
+                   << "../shared/models/silero-vad/silero_vad.jit when that file exists; see models/README.md)";
+    }
+    synth::write_samples(dir_.path() + "/demo.wav", synth::demo_samples(16000), 16000);
+  }
+  std::string demo() const { return dir_.path() + "/demo.wav"; }
+  testing::TempDir dir_{"corepool-silero"};
+};
+
+TEST_P(SileroCliTest, SpeechEventsComeWhereTheDemoSpeaks) {
+  const auto r = testing::corepool_cli(
+      {"batch", "--model", kDir, "--mode", GetParam(), "--workers", "2", "--format", "csv", "--out", "-", demo()},
+      dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<Span> spans = speech_of(r.out);
+  ASSERT_FALSE(spans.empty()) << r.out;
+  double in_speech = 0;
+  for (const Span& s : spans) {
+    EXPECT_LT(s.start, 22.0) << "speech event in the demo's silence: " << r.out;
+    in_speech += std::max(0.0, std::min(s.end, 8.0) - s.start);
+  }
+  EXPECT_GT(in_speech, 4.0) << "less than half of the demo's 8 s of speech found: " << r.out;
+}
+
+TEST_P(SileroCliTest, TimelineFormatPrintsTheSpeechEvents) {
+  const auto r = testing::corepool_cli(
+      {"batch", "--model", kDir, "--mode", GetParam(), "--format", "timeline", "--out", "-", demo()}, dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("speech"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("28.0 s of audio"), std::string::npos) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, SileroCliTest, ::testing::Values("thread", "process"));
+
+TEST(SileroCliFlags, StatefulFlagsOnAStatelessModelAreOneLineErrors) {
+  testing::TempDir dir{"corepool-silero-flags"};
+  synth::write_samples(dir.path() + "/a.wav", std::vector<float>(16000, 0.0f), 16000);
+  const auto r = testing::corepool_cli(
+      {"batch", "--model", COREPOOL_DEFAULT_MODEL, "--min-speech-ms", "300", "--out", "-", dir.path() + "/a.wav"}, dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--min-speech-ms: only for a stateful model"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace corepool

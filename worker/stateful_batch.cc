@@ -1,0 +1,122 @@
+// Engine::stateful_infer(): B streams' next chunks in one call. Each task
+// carries its stream's state, so the engine keeps none: it gathers B items
+// into x [B, context + chunk] and the state tensor (batch at the configured
+// dimension), calls the method once, and scatters each item's scores and new
+// state into its result. Any engine can take any stream's next chunk, and a
+// task re-dispatched after a worker died carries the state it was sent with.
+#include "worker/stateful_batch.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "worker/engine.h"
+
+namespace corepool {
+namespace {
+
+std::string shape_text(const torch::Tensor& t) {
+  std::string s = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
+  return s + "]";
+}
+
+// The state tensor, contiguous, seen as [outer, B, inner] around its batch
+// dimension: item i's state is the `outer` runs of `inner` floats at i.
+struct StateLayout {
+  int64_t outer = 1, inner = 1;
+  explicit StateLayout(const StatefulSpec& s) {
+    const int bd = s.batch_dim();
+    for (int d = 0; d < bd; ++d) outer *= s.state_shape[d];
+    for (size_t d = bd + 1; d < s.state_shape.size(); ++d) inner *= s.state_shape[d];
+  }
+};
+
+std::vector<int64_t> batched_shape(const StatefulSpec& s, int64_t batch) {
+  std::vector<int64_t> shape = s.state_shape;
+  shape[s.batch_dim()] = batch;
+  return shape;
+}
+
+torch::Tensor output_tensor(const c10::ivalue::Tuple& out, int index, const std::string& what, const std::string& pt) {
+  if (index >= static_cast<int>(out.elements().size()) || !out.elements()[index].isTensor()) {
+    throw ModelError(pt + ": output " + std::to_string(index) + " (" + what + ") is not a Tensor of the " +
+                     std::to_string(out.elements().size()) + "-tuple forward() returned");
+  }
+  return out.elements()[index].toTensor().to(torch::kFloat32).contiguous();
+}
+
+}  // namespace
+
+torch::jit::Module stateful_method(const torch::jit::Module& module, const std::string& path, const std::string& dir) {
+  torch::jit::Module m = module;
+  std::string rest = path;
+  while (!rest.empty()) {
+    const size_t dot = rest.find('.');
+    const std::string name = rest.substr(0, dot);
+    rest = dot == std::string::npos ? "" : rest.substr(dot + 1);
+    if (!m.hasattr(name) || !m.attr(name).isModule()) {
+      throw ModelError(dir + "/model.pt: [stateful] method = \"" + path + "\": no submodule " + name);
+    }
+    m = m.attr(name).toModule();
+  }
+  if (!m.find_method("forward")) throw ModelError(dir + "/model.pt: " + path + " has no forward()");
+  return m;
+}
+
+std::vector<std::vector<float>> Engine::stateful_infer(const std::vector<BatchItem>& items, EngineTiming* timing) {
+  using Clock = std::chrono::steady_clock;
+  const auto since = [](Clock::time_point t) {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t).count());
+  };
+  const ModelConfig& config = model_->config;
+  const StatefulSpec& s = config.stateful;
+  const std::string pt = model_->dir + "/model.pt";
+  const int64_t batch = static_cast<int64_t>(items.size());
+  const int64_t width = s.context_samples + s.chunk_samples;
+  const StateLayout layout(s);
+  auto t0 = Clock::now();
+  torch::Tensor x = torch::empty({batch, width});
+  torch::Tensor state = torch::empty(batched_shape(s, batch));
+  float* xp = x.data_ptr<float>();
+  float* sp = state.data_ptr<float>();
+  for (int64_t i = 0; i < batch; ++i) {
+    std::memcpy(xp + i * width, items[i].data, width * sizeof(float));
+    const float* item_state = items[i].data + width;
+    for (int64_t o = 0; o < layout.outer; ++o) {
+      std::memcpy(sp + (o * batch + i) * layout.inner, item_state + o * layout.inner, layout.inner * sizeof(float));
+    }
+  }
+  if (timing) timing->input_ns = since(t0);
+  t0 = Clock::now();
+  const torch::jit::IValue out = method_.forward({x, state});
+  if (timing) timing->infer_ns = since(t0);
+  t0 = Clock::now();
+  if (!out.isTuple()) throw ModelError(pt + ": stateful forward() must return a tuple, returned " + out.tagKind());
+  const auto& tuple = *out.toTuple();
+  const torch::Tensor scores = output_tensor(tuple, s.score_output, "scores", pt);
+  const torch::Tensor next = output_tensor(tuple, s.state_output, "state", pt);
+  const int64_t labels = static_cast<int64_t>(config.labels.size());
+  if (scores.dim() != 2 || scores.size(0) != batch || scores.size(1) != labels) {
+    throw ModelError(pt + ": score output shape " + shape_text(scores) + " does not match [" + std::to_string(batch) +
+                     ", " + std::to_string(labels) + "] (batch, labels in model.toml)");
+  }
+  if (next.sizes() != torch::IntArrayRef(batched_shape(s, batch))) {
+    throw ModelError(pt + ": state output shape " + shape_text(next) + " does not match state_shape in model.toml");
+  }
+  const float* scores_p = scores.data_ptr<float>();
+  const float* next_p = next.data_ptr<float>();
+  std::vector<std::vector<float>> results(batch);
+  for (int64_t i = 0; i < batch; ++i) {
+    std::vector<float>& r = results[i];
+    r.reserve(labels + s.state_floats());
+    r.assign(scores_p + i * labels, scores_p + (i + 1) * labels);
+    for (int64_t o = 0; o < layout.outer; ++o) {
+      const float* run = next_p + (o * batch + i) * layout.inner;
+      r.insert(r.end(), run, run + layout.inner);
+    }
+  }
+  if (timing) timing->output_ns = since(t0);
+  return results;
+}
+
+}  // namespace corepool
