@@ -8,11 +8,13 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cstring>
 #include <future>
 
 #include <spdlog/spdlog.h>
 
+#include "config/config_error.h"
 #include "supervisor/serve/fd_limit.h"
 #include "supervisor/serve/reload_check.h"
 #include "supervisor/serve/serve_process.h"
@@ -60,6 +62,12 @@ ExitCode ServeProcess::start() {
     spdlog::error("socket activation: {}", e.what());
     return ExitCode::kCannotListen;
   }
+  try {
+    doors_ = std::make_unique<triton::Doors>(triton::resolve_api_token(config_), config_.allow_model_control);
+  } catch (const ConfigError& e) {
+    spdlog::error("{}", e.what());
+    return ExitCode::kUsage;
+  }
   service_ = std::make_unique<ServeService>(
       *this, metrics_, triton::ClientShmOptions{config_.allow_client_shm, config_.client_shm_group});
   try {
@@ -70,7 +78,7 @@ ExitCode ServeProcess::start() {
     return ExitCode::kModelError;
   }
   audio_ = std::make_unique<AudioTagger>(config_.audio_threads, static_cast<size_t>(config_.max_audio_requests));
-  routes_ = std::make_unique<ServeRoutes>(*service_, *this, metrics_, *audio_, config_.retry_after_s);
+  routes_ = std::make_unique<ServeRoutes>(*service_, *this, metrics_, *audio_, *doors_, config_.retry_after_s);
   http_ = std::make_unique<HttpServer>(http_options(inherited));
   try {
     http_->start([this](HttpRequest&& r, Responder responder) { routes_->handle(std::move(r), std::move(responder)); });
@@ -92,8 +100,9 @@ ExitCode ServeProcess::start() {
 
 // gRPC on its own threads (supervisor/grpc/), over the same service as HTTP.
 ExitCode ServeProcess::start_grpc(const std::vector<ListenFd>& inherited) {
-  const GrpcPlan plan = grpc_plan(config_, inherited);
+  GrpcPlan plan = grpc_plan(config_, inherited);
   if (!plan.enabled) return ExitCode::kOk;
+  plan.options.doors = doors_.get();
   grpc_ = std::make_unique<GrpcServer>(*service_, plan.options);
   try {
     grpc_->start();
@@ -125,6 +134,7 @@ ExitCode ServeProcess::run() {
     if (Clock::now() - status_at_ >= std::chrono::seconds(2)) notifier_.status(status_line());
   }
   notifier_.stopping();
+  lame_duck(signals);
   shutdown();
   spdlog::info("stopped");
   return ExitCode::kOk;
@@ -210,6 +220,26 @@ void ServeProcess::retire_idle() {
     const uint64_t n = gen->number();
     gen.reset();
     spdlog::info("generation {} retired: its workers are stopped and its weights freed", n);
+  }
+}
+
+// Readiness goes false at once; the listeners stay open so that clients a
+// load balancer still sends here are served, until it has noticed. Repository
+// loads queued meanwhile still run. A second SIGTERM or SIGINT cuts it short.
+void ServeProcess::lame_duck(SignalPipe& signals) {
+  if (config_.lame_duck_s <= 0 || !service_) return;
+  service_->enter_lame_duck();
+  spdlog::info("lame duck: readiness answers 503, requests are still served for {} s", config_.lame_duck_s);
+  const auto end = Clock::now() + std::chrono::seconds(config_.lame_duck_s);
+  for (auto now = Clock::now(); now < end; now = Clock::now()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - now);
+    const int sig = signals.wait(std::min(left, std::chrono::milliseconds(retired_.empty() ? 1000 : 50)));
+    run_pending_loads(false);
+    retire_idle();
+    if (sig == SIGTERM || sig == SIGINT) {
+      spdlog::info("{} again: lame duck ends early", strsignal(sig));
+      return;
+    }
   }
 }
 

@@ -96,8 +96,27 @@ void fail_with(const Reply& reply, const triton::Status& status, int retry_after
 }  // namespace
 
 ServeRoutes::ServeRoutes(triton::Service& service, ServeContext& context, ServeMetrics& metrics, AudioTagger& audio,
-                         int retry_after_s)
-    : service_(service), context_(context), metrics_(metrics), audio_(audio), retry_after_s_(retry_after_s) {}
+                         triton::Doors& doors, int retry_after_s)
+    : service_(service),
+      context_(context),
+      metrics_(metrics),
+      audio_(audio),
+      doors_(doors),
+      retry_after_s_(retry_after_s) {}
+
+bool ServeRoutes::through_door(const HttpRequest& request, const Reply& reply) {
+  std::optional<std::string_view> authorization;
+  if (auto it = request.headers.find("authorization"); it != request.headers.end()) authorization = it->second;
+  const triton::Status status = doors_.check(authorization);
+  if (status.ok()) return true;
+  HttpResponse r;
+  r.status = triton::http_status(status.code);
+  r.body = json{{"error", status.message}}.dump();
+  // RFC 6750: a 401 names the scheme it wants.
+  if (r.status == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"corepool\"");
+  reply.send(std::move(r));
+  return false;
+}
 
 void ServeRoutes::fail(const Reply& reply, const triton::Status& status) const {
   fail_with(reply, status, retry_after_s_);
@@ -216,6 +235,8 @@ void ServeRoutes::infer(HttpRequest& request, const Reply& reply, const std::str
 
 void ServeRoutes::repository(HttpRequest& request, const Reply& reply, const std::string& path) {
   if (request.method != "POST") return method_not_allowed(reply, "POST");
+  // The index only reads; load and unload change what serves, and are checked before the body is read.
+  if (path != "/v2/repository/index" && !through_door(request, reply)) return;
   const auto body = object_body(request, reply);
   if (!body) return;
   if (path == "/v2/repository/index") {
@@ -259,6 +280,7 @@ void ServeRoutes::shared_memory(HttpRequest& request, const Reply& reply, const 
     return status.status.ok() ? reply.json(200, std::move(status.value)) : fail(reply, status.status);
   }
   if (request.method != "POST") return method_not_allowed(reply, "POST");
+  if (!through_door(request, reply)) return;
   if (s.action == oip::ShmAction::kUnregister) {
     const triton::Status status = service_.shm_unregister(s.region);
     return status.ok() ? reply.json(200, "{}") : fail(reply, status);

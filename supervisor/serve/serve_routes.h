@@ -10,6 +10,7 @@
 
 #include "supervisor/http/http_server.h"
 #include "supervisor/serve/serve_audio.h"
+#include "supervisor/triton/doors.h"
 #include "supervisor/triton/serve_generation.h"
 #include "supervisor/triton/serve_metrics.h"
 #include "supervisor/serve/serve_reply.h"
@@ -29,8 +30,9 @@ class ServeContext {
 
 class ServeRoutes {
  public:
+  // `doors` guard repository load/unload and shm (un)registration.
   ServeRoutes(triton::Service& service, ServeContext& context, ServeMetrics& metrics, AudioTagger& audio,
-              int retry_after_s);
+              triton::Doors& doors, int retry_after_s);
   void handle(HttpRequest&& request, Responder responder);
 
  private:
@@ -41,11 +43,14 @@ class ServeRoutes {
   void audio_tag(HttpRequest& request, const Reply& reply);
   // A Status that is not kOk, as {"error": ...} with its HTTP code.
   void fail(const Reply& reply, const triton::Status& status) const;
+  // True when the request may pass; else the 401 (with WWW-Authenticate) or 403 is sent.
+  bool through_door(const HttpRequest& request, const Reply& reply);
 
   triton::Service& service_;
   ServeContext& context_;
   ServeMetrics& metrics_;
   AudioTagger& audio_;
+  triton::Doors& doors_;
   const int retry_after_s_;
 };
 

@@ -52,6 +52,18 @@ void render_http(std::string& out, const HttpStats& h) {
   for (const auto& [code, n] : h.responses_by_status) codes.sample(label("code", std::to_string(code)), double(n));
 }
 
+// The doors: refusals by reason, both wires together (corepool_requests_total
+// has them by endpoint and code too); a climbing 401 count is someone guessing.
+void render_doors(std::string& out, const ServeSnapshot& s) {
+  Family refused(out, "corepool_model_control_refused_total", "counter",
+                 "Repository load/unload and shared-memory registration refused: unauthenticated (no or a wrong "
+                 "Bearer token, 401) or forbidden (model control off, 403).");
+  refused.sample(label("reason", "unauthenticated"), double(s.refused_unauthenticated));
+  refused.sample(label("reason", "forbidden"), double(s.refused_forbidden));
+  Family(out, "corepool_lame_duck", "gauge", "1 after SIGTERM while readiness answers 503 and requests are still served.")
+      .sample("", s.lame_duck ? 1 : 0);
+}
+
 void render_executor(std::string& out, const ServeSnapshot& s) {
   const ExecutorStats& e = s.executor;
   Family(out, "corepool_info", "gauge", "Constant 1; the labels say what is being served.")
@@ -177,6 +189,7 @@ std::string ServeMetrics::render(const ServeSnapshot& snapshot) const {
     }
   }
   render_http(out, snapshot.http);
+  render_doors(out, snapshot);
   render_executor(out, snapshot);
   render_memory(out, snapshot);
   return out;

@@ -44,6 +44,9 @@ struct ServeSnapshot {
   uint64_t cancelled = 0;          // infer requests cancelled before their answer (client gone)
   uint64_t results_dropped = 0;    // segment results (cancellations too) after their request was answered
   size_t audio_pending = 0;        // /v1/audio:tag requests queued or decoding
+  uint64_t refused_unauthenticated = 0;  // model control without the right token (401 / UNAUTHENTICATED)
+  uint64_t refused_forbidden = 0;        // model control while it is off (403 / PERMISSION_DENIED)
+  bool lame_duck = false;                // SIGTERM with serve.lame_duck_s: readiness 503, still serving
   std::vector<std::pair<std::string, ProcessMemory>> memory;  // "supervisor", "worker-0", ...
   std::vector<std::pair<std::string, uint64_t>> allocator;    // jemalloc stats, bytes
 };
