@@ -143,6 +143,11 @@ std::vector<ConfigKey> make_keys() {
               {"--lame-duck-s", kFlagServe, "SIGTERM: readiness 503, still serving this many seconds; default serve.lame_duck_s"},
               "SIGTERM: /v2/health/ready answers 503 at once while every other request is still served this "
               "many seconds, then the listener closes and work drains (drain_timeout_s); 0 = close at once"),
+      integer("serve.max_streams", &Config::max_streams, 1, 10000, R::kRestart, none,
+              "WebSocket audio streams (/v2/models/NAME/audio/stream) open at once; one more is answered 503"),
+      integer("serve.stream_idle_s", &Config::stream_idle_s, 1, 86400, R::kRestart, none,
+              "a stream that sends no audio for this many seconds is flushed (its events and summary sent) and "
+              "closed"),
       text("log.level", T::kString, &Config::log_level, {"trace", "debug", "info", "warn", "error", "off"}, R::kYes,
            {"--log-level", kFlagGlobal, "trace|debug|info|warn|error|off"}, "least severe message logged"),
   };

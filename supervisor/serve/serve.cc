@@ -45,6 +45,7 @@ HttpServerOptions ServeProcess::http_options(const std::vector<ListenFd>& inheri
   o.idle_timeout_ms = config_.idle_timeout_s * 1000;
   o.header_timeout_ms = config_.header_timeout_s * 1000;
   o.body_timeout_ms = config_.body_timeout_s * 1000;
+  o.ws_idle_timeout_ms = config_.stream_idle_s * 1000;
   if (auto interval = notifier_.watchdog_interval()) {
     o.tick_ms = static_cast<int>(std::max<int64_t>(1, interval->count() / 2000));
     o.on_tick = [this] { on_tick(); };
@@ -78,7 +79,9 @@ ExitCode ServeProcess::start() {
     return ExitCode::kModelError;
   }
   audio_ = std::make_unique<AudioTagger>(config_.audio_threads, static_cast<size_t>(config_.max_audio_requests));
-  routes_ = std::make_unique<ServeRoutes>(*service_, *this, metrics_, *audio_, *doors_, config_.retry_after_s);
+  streams_ = std::make_unique<StreamRegistry>(config_.max_streams);
+  routes_ = std::make_unique<ServeRoutes>(*service_, *this, metrics_, *audio_, *doors_, *streams_,
+                                          config_.retry_after_s, config_.stream_idle_s);
   http_ = std::make_unique<HttpServer>(http_options(inherited));
   try {
     http_->start([this](HttpRequest&& r, Responder responder) { routes_->handle(std::move(r), std::move(responder)); });
@@ -253,7 +256,9 @@ void ServeProcess::shutdown() {
       grpc->stop(std::chrono::seconds(drain));
     });
   }
+  // HTTP's drain tells each stream to flush and close (1001); then their threads are joined.
   if (http_) http_->stop(std::chrono::seconds(config_.drain_timeout_s));
+  if (streams_) streams_->stop();
   if (audio_) audio_->stop();
   run_pending_loads(true);
   while (grpc_stopped.valid() && grpc_stopped.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {

@@ -84,6 +84,7 @@ class ServeProcess final : public ServeContext, public ServeHost {
   std::unique_ptr<triton::Doors> doors_;  // before the servers that hold a reference to it
   std::unique_ptr<ServeService> service_;
   std::unique_ptr<AudioTagger> audio_;
+  std::unique_ptr<StreamRegistry> streams_;
   std::unique_ptr<ServeRoutes> routes_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<GrpcServer> grpc_;  // null when serve.grpc_listen is "" (or no "grpc" socket from systemd)

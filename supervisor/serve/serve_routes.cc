@@ -50,11 +50,18 @@ std::string shm_infer_response(const triton::InferOutput& out) {
   return body.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+bool is_stream_path(const std::string& path) {
+  static const std::string prefix = "/v2/models/", suffix = "/audio/stream";
+  return path.size() > prefix.size() + suffix.size() && path.rfind(prefix, 0) == 0 &&
+         path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 std::string endpoint_of(const std::string& path) {
   if (path == "/v2/health/live") return "live";
   if (path == "/v2/health/ready") return "ready";
   if (path == "/v2") return "server_metadata";
   if (path == "/v1/audio:tag") return "audio_tag";
+  if (is_stream_path(path)) return "audio_stream";
   if (path == "/metrics") return "metrics";
   if (path == "/v2/models/stats") return "model_stats";
   if (path == "/v2/repository/index") return "repository_index";
@@ -96,13 +103,15 @@ void fail_with(const Reply& reply, const triton::Status& status, int retry_after
 }  // namespace
 
 ServeRoutes::ServeRoutes(triton::Service& service, ServeContext& context, ServeMetrics& metrics, AudioTagger& audio,
-                         triton::Doors& doors, int retry_after_s)
+                         triton::Doors& doors, StreamRegistry& streams, int retry_after_s, int stream_idle_s)
     : service_(service),
       context_(context),
       metrics_(metrics),
       audio_(audio),
       doors_(doors),
-      retry_after_s_(retry_after_s) {}
+      streams_(streams),
+      retry_after_s_(retry_after_s),
+      stream_idle_s_(stream_idle_s) {}
 
 bool ServeRoutes::through_door(const HttpRequest& request, const Reply& reply) {
   std::optional<std::string_view> authorization;
@@ -144,6 +153,7 @@ void ServeRoutes::handle(HttpRequest&& request, Responder responder) {
     const bool ready = service_.server_ready();
     return reply.json(ready ? 200 : 503, ready ? R"({"ready":true})" : R"({"ready":false})");
   }
+  if (endpoint == "audio_stream") return audio_stream(request, reply, path);
   if (endpoint == "audio_tag") return request.method == "POST" ? audio_tag(request, reply) : method_not_allowed(reply, "POST");
   if (endpoint == "model_stats" && path == "/v2/models/stats") {
     if (!get) return method_not_allowed(reply, "GET");
