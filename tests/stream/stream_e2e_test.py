@@ -79,7 +79,8 @@ class Server:
             return r.read().decode()
 
     def stop(self):
-        self.proc.terminate()
+        if self.proc.poll() is None:
+            self.proc.terminate()
         code = self.proc.wait(timeout=60)
         self.log.close()
         assert code == 0, "serve exited %d:\n%s" % (code, open(self.log_path).read())
@@ -323,6 +324,30 @@ class Limits(unittest.TestCase):
         _, code = asyncio.run(two())
         self.assertEqual(code, 1000)
         self.assertRegex(self.server.metrics(), r"corepool_streams_refused_total [1-9]")
+
+
+class ZShutdown(unittest.TestCase):
+    """SIGTERM with a stream open: its events and summary, then close 1001 with the reason."""
+
+    def test_sigterm_flushes_an_open_stream_and_closes_it_1001(self):
+        workdir = tempfile.TemporaryDirectory()
+        self.addCleanup(workdir.cleanup)
+        server = Server(workdir.name, "stream_idle_s = 30")
+
+        async def open_then_sigterm():
+            async with websockets.connect(server.url()) as ws:
+                await ws.send(b"\x00\x00" * 16000 * 3)  # 3 s of silence
+                await asyncio.sleep(0.5)
+                server.proc.terminate()
+                messages = [json.loads(m) async for m in ws]
+                return messages, ws.close_code, ws.close_reason
+
+        messages, code, reason = asyncio.run(open_then_sigterm())
+        self.assertEqual(code, 1001)
+        self.assertEqual(reason, "the server is shutting down")
+        self.assertEqual(messages[-1]["summary"]["end"], "server_stop")
+        self.assertEqual([m["label"] for m in messages[:-1]], ["silence"])
+        server.stop()
 
 
 def main():
