@@ -116,6 +116,9 @@ void StreamSession::run() {
     if (!gone_) sender_.close(ending.code, ending.reason);
   }
   generation_->close_stream(executor_stream_);
+  // A reload retires the old generation once nothing holds it: not this
+  // stream's registry entry, which lives until the next reap.
+  generation_.reset();
   registry_.count_closed(ending.how);
   finished_.store(true);
 }

@@ -72,8 +72,8 @@ class StreamSession final : public WsHandler, public std::enable_shared_from_thi
   void flush_and_close(const Ending& ending);
 
   const uint64_t id_;
-  std::shared_ptr<Generation> generation_;
-  const ModelConfig& model_;
+  std::shared_ptr<Generation> generation_;  // released when the stream's thread ends
+  const ModelConfig& model_;                // the stream's thread only, while generation_ is held
   const PcmSpec spec_;
   const WsSender sender_;
   StreamRegistry& registry_;
