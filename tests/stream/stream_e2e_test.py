@@ -23,6 +23,7 @@ import http.client
 import json
 import os
 import re
+import signal
 import socket
 import struct
 import subprocess
@@ -271,6 +272,43 @@ class Stream(unittest.TestCase):
         # The server is still fine.
         events, _, code, _, _, _ = asyncio.run(stream(self.server.url(), chunks(self.pcm[:2 * self.rate * 3], 8000)))
         self.assertEqual(code, 1000)
+
+
+class Reload(unittest.TestCase):
+    """SIGHUP while a stream is open: the stream keeps its generation to its
+    end (same events), and the old generation is retired once it has ended."""
+
+    def test_a_stream_open_across_a_reload_keeps_its_events_and_then_lets_the_old_generation_go(self):
+        workdir = tempfile.TemporaryDirectory()
+        self.addCleanup(workdir.cleanup)
+        server = Server(workdir.name, "stream_idle_s = 30")
+        self.addCleanup(server.stop)
+        wav = os.path.join(workdir.name, "demo.wav")
+        subprocess.run([ARGS.gen_audio, "--demo", "--out", wav], check=True, stdout=subprocess.DEVNULL)
+        rate, pcm = read_wav(wav)
+        first, second = chunks(pcm[:rate * 2 * 12], 16000), chunks(pcm[rate * 2 * 12:], 16000)
+
+        async def across_a_reload():
+            async with websockets.connect(server.url()) as ws:
+                for piece in first:
+                    await ws.send(piece)
+                server.proc.send_signal(signal.SIGHUP)
+                deadline = time.monotonic() + 60
+                while "reload done" not in open(server.log_path).read():
+                    self.assertLess(time.monotonic(), deadline, "no reload")
+                    await asyncio.sleep(0.05)
+                for piece in second:
+                    await ws.send(piece)
+                await ws.send(json.dumps({"end": True}))
+                return [json.loads(m) async for m in ws], ws.close_code
+
+        messages, code = asyncio.run(across_a_reload())
+        self.assertEqual(code, 1000)
+        self.assertEqual([m["label"] for m in messages[:-1]], ["speech", "music", "noise", "silence"])
+        deadline = time.monotonic() + 30
+        while "generation 1 retired" not in open(server.log_path).read():
+            self.assertLess(time.monotonic(), deadline, "the old generation was never retired")
+            time.sleep(0.05)
 
 
 class Limits(unittest.TestCase):
