@@ -135,6 +135,11 @@ TEST_F(ServeDoorsTest, LameDuckAnswersReady503AtOnceServesRequestsThenClosesAndD
   const int port = server->port();
   ASSERT_EQ(probe(port, "/v2/health/ready")->status, 200);
   const auto [body, headers] = testing::infer_request("r1", testing::input_item(1));
+  // Everything slow is ready before SIGTERM: the window is for the requests.
+  const std::vector<int> workers = testing::child_pids(server->pid());
+  ASSERT_EQ(workers.size(), 1u);
+  const std::string wav = dir_.path() + "/long.wav";
+  synth::write_audio(wav, synth::demo_of_seconds(20));
 
   const Clock::time_point sigterm = Clock::now();
   server->signal(SIGTERM);
@@ -149,11 +154,7 @@ TEST_F(ServeDoorsTest, LameDuckAnswersReady503AtOnceServesRequestsThenClosesAndD
   EXPECT_EQ(probe(port, "/v2/health/live")->status, 200);
   EXPECT_EQ(testing::metric(probe(port, "/metrics")->body, "corepool_lame_duck"), 1);
 
-  const std::vector<int> workers = testing::child_pids(server->pid());
-  ASSERT_EQ(workers.size(), 1u);
   ASSERT_EQ(::kill(workers[0], SIGSTOP), 0);
-  const std::string wav = dir_.path() + "/long.wav";
-  synth::write_audio(wav, synth::demo_of_seconds(20));
   testing::Spawned tagger = testing::spawn_process(
       {testing::kCurl, "-s", "-o", dir_.path() + "/tag.json", "-w", "%{http_code}", "--data-binary", "@" + wav,
        server->url("/v1/audio:tag")},
