@@ -69,7 +69,7 @@ class Server {
     // A request may hold at most engine.queue_depth items, by default
     // 4 x workers x the measured batch: 16 when the calibration picks 2, too
     // few for the shared-memory comparison's 40 items.
-    std::ofstream(config) << "[serve]\nallow_client_shm = true\n[engine]\nqueue_depth = " << 4 * o.shm_items << "\n";
+    std::ofstream(config) << "[serve]\nallow_client_shm = true\nallow_model_control = true\n[engine]\nqueue_depth = " << 4 * o.shm_items << "\n";
     pid_ = ::fork();
     if (pid_ == 0) {
       const int err = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);

@@ -52,6 +52,12 @@ struct Config {
   int grpc_max_message_mb = 64;           // a gRPC message over this is refused (RESOURCE_EXHAUSTED)
   bool allow_client_shm = false;          // Triton's system shared memory extension (off, as Triton ships it)
   std::string client_shm_group;           // regions owned by this group are accepted too; "" = our uid only
+  std::string api_token;                  // model control needs "Authorization: Bearer" this; "" = none
+  std::string api_token_file;             // ... or the token read from this file (not world-readable)
+  bool allow_model_control = false;       // no token: repository load/unload and shm registration open anyway
+  int lame_duck_s = 0;                    // SIGTERM: readiness 503 while still serving this long, then drain
+  int max_streams = 16;                   // WebSocket audio streams open at once; one more is answered 503
+  int stream_idle_s = 10;                 // a stream with no audio this long is flushed and closed
   // [log]
   std::string log_level = "info";  // trace | debug | info | warn | error | off
 };

@@ -32,6 +32,11 @@ ConfigKey boolean(const char* name, bool Config::*field, Reload reload, Flag fla
   return {name, KeyType::kBool, nullptr, nullptr, field, 0, 0, {}, reload, flag.name, flag.on, flag.help, doc};
 }
 
+ConfigKey secret(ConfigKey key) {
+  key.secret = true;
+  return key;
+}
+
 std::vector<ConfigKey> make_keys() {
   using R = Reload;
   using T = KeyType;
@@ -133,6 +138,24 @@ std::vector<ConfigKey> make_keys() {
               "Triton's system shared memory extension: clients pass tensors through POSIX shm regions"),
       text("serve.client_shm_group", T::kString, &Config::client_shm_group, {}, R::kRestart, none,
            "with allow_client_shm: regions owned by this group are accepted too; \"\" = our uid only"),
+      secret(text("serve.api_token", T::kString, &Config::api_token, {}, R::kRestart, none,
+                  "with a token, repository load/unload and shared-memory registration need \"Authorization: "
+                  "Bearer TOKEN\" (gRPC: metadata authorization); \"\" = none (prefer api_token_file)")),
+      text("serve.api_token_file", T::kString, &Config::api_token_file, {}, R::kRestart, none,
+           "the token read from this file (first line; it must not be readable by others), instead of "
+           "api_token; \"\" = none"),
+      boolean("serve.allow_model_control", &Config::allow_model_control, R::kRestart, none,
+              "without a token: open repository load/unload and shared-memory registration to anyone who "
+              "reaches the port (otherwise they answer 403)"),
+      integer("serve.lame_duck_s", &Config::lame_duck_s, 0, 3600, R::kYes,
+              {"--lame-duck-s", kFlagServe, "SIGTERM: readiness 503, still serving this many seconds; default serve.lame_duck_s"},
+              "SIGTERM: /v2/health/ready answers 503 at once while every other request is still served this "
+              "many seconds, then the listener closes and work drains (drain_timeout_s); 0 = close at once"),
+      integer("serve.max_streams", &Config::max_streams, 1, 10000, R::kRestart, none,
+              "WebSocket audio streams (/v2/models/NAME/audio/stream) open at once; one more is answered 503"),
+      integer("serve.stream_idle_s", &Config::stream_idle_s, 1, 86400, R::kRestart, none,
+              "a stream that sends no audio for this many seconds is flushed (its events and summary sent) and "
+              "closed"),
       text("log.level", T::kString, &Config::log_level, {"trace", "debug", "info", "warn", "error", "off"}, R::kYes,
            {"--log-level", kFlagGlobal, "trace|debug|info|warn|error|off"}, "least severe message logged"),
   };
@@ -163,6 +186,8 @@ std::string key_leaf(const ConfigKey& key) {
 }
 
 std::string plain_value(const ConfigKey& key, const Config& config) {
+  // Log lines (a reload's "cannot change" warning) must not carry a credential.
+  if (key.secret) return (config.*key.text).empty() ? "" : "(set)";
   switch (key.type) {
     case KeyType::kInt: return std::to_string(config.*key.number);
     case KeyType::kBool: return config.*key.boolean ? "true" : "false";
@@ -176,6 +201,7 @@ std::string toml_value(const ConfigKey& key, const Config& config) {
 }
 
 bool same_value(const ConfigKey& key, const Config& a, const Config& b) {
+  if (key.secret) return a.*key.text == b.*key.text;
   return plain_value(key, a) == plain_value(key, b);
 }
 

@@ -52,6 +52,7 @@ struct ConfigKey {
   unsigned flag_on;       // FlagOn bits
   const char* flag_help;  // the flag's --help text
   const char* doc;        // one line for the references
+  bool secret = false;    // a credential: plain_value() prints "(set)" or "", never the value
 };
 
 // Every key, in the order load_config() reads them (its first error wins).

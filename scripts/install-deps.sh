@@ -13,7 +13,7 @@ PACKAGES=(
   libavformat-dev libavcodec-dev libavutil-dev ffmpeg
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libsystemd-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-  python3-grpcio python3-grpc-tools
+  python3-grpcio python3-grpc-tools python3-websockets libssl-dev
   gnuplot-nox procps
   curl wrk systemd
   espeak-ng alsa-utils

@@ -14,6 +14,7 @@
 
 #include "config/config.h"
 #include "supervisor/systemd/listen_fds.h"
+#include "supervisor/triton/doors.h"
 #include "supervisor/triton/triton_service.h"
 
 namespace grpc {
@@ -29,6 +30,9 @@ struct GrpcOptions {
   std::string listen;         // "host:port" (port 0: any free one); "" = no address of our own
   int inherited_fd = -1;      // a listening socket from systemd (FileDescriptorName=grpc); taken over
   int max_message_bytes = 64 << 20;  // either way; a bigger request gets RESOURCE_EXHAUSTED
+  // Who may load, unload and register shared memory (serve's one Doors, shared
+  // with HTTP; must outlive stop()). nullptr: no check (tests of the adapter alone).
+  triton::Doors* doors = nullptr;
 };
 
 // What serve's config and sockets say: socket-activated, only the fd named

@@ -176,6 +176,7 @@ grpc::StatusCode status_code(triton::Code code) {
     case triton::Code::kCancelled: return grpc::StatusCode::CANCELLED;
     case triton::Code::kAlreadyExists: return grpc::StatusCode::ALREADY_EXISTS;
     case triton::Code::kPermissionDenied: return grpc::StatusCode::PERMISSION_DENIED;
+    case triton::Code::kUnauthenticated: return grpc::StatusCode::UNAUTHENTICATED;
     case triton::Code::kInternal: return grpc::StatusCode::INTERNAL;
   }
   return grpc::StatusCode::UNKNOWN;
@@ -185,7 +186,8 @@ using Reactor = grpc::ServerUnaryReactor;
 using Context = grpc::CallbackServerContext;
 using grpc::Status;
 
-InferenceService::InferenceService(triton::Service& service) : service_(service) {
+InferenceService::InferenceService(triton::Service& service, triton::Doors* doors)
+    : service_(service), doors_(doors) {
   // Triton's method names, in grpc_service.proto's order.
   add("/inference.GRPCInferenceService/ServerLive", "live", &InferenceService::server_live);
   add("/inference.GRPCInferenceService/ServerReady", "ready", &InferenceService::server_ready);
@@ -199,11 +201,13 @@ InferenceService::InferenceService(triton::Service& service) : service_(service)
   add("/inference.GRPCInferenceService/RepositoryIndex", "repository_index", &InferenceService::repository_index);
   add_raw("/inference.GRPCInferenceService/RepositoryModelLoad",
           [this](Context* ctx, const grpc::ByteBuffer* in, grpc::ByteBuffer* out) { return repository_load(ctx, in, out); });
-  add("/inference.GRPCInferenceService/RepositoryModelUnload", "repository_unload", &InferenceService::repository_unload);
+  add("/inference.GRPCInferenceService/RepositoryModelUnload", "repository_unload", &InferenceService::repository_unload,
+      true);
   add("/inference.GRPCInferenceService/SystemSharedMemoryStatus", "shm_status", &InferenceService::shm_status);
-  add("/inference.GRPCInferenceService/SystemSharedMemoryRegister", "shm_register", &InferenceService::shm_register);
+  add("/inference.GRPCInferenceService/SystemSharedMemoryRegister", "shm_register", &InferenceService::shm_register,
+      true);
   add("/inference.GRPCInferenceService/SystemSharedMemoryUnregister", "shm_unregister",
-      &InferenceService::shm_unregister);
+      &InferenceService::shm_unregister, true);
   add("/inference.GRPCInferenceService/CudaSharedMemoryStatus", "cuda_shm",
       &InferenceService::cuda_shm<inference::CudaSharedMemoryStatusRequest, inference::CudaSharedMemoryStatusResponse>);
   add("/inference.GRPCInferenceService/CudaSharedMemoryRegister", "cuda_shm",
@@ -221,10 +225,23 @@ void InferenceService::add_raw(const char* method, RawHandler handler) {
                                         std::move(handler)));
 }
 
+Status InferenceService::door(Context* ctx) {
+  if (!doors_) return Status::OK;
+  std::optional<std::string_view> authorization;
+  const auto& metadata = ctx->client_metadata();
+  if (auto it = metadata.find("authorization"); it != metadata.end()) {
+    authorization = std::string_view(it->second.data(), it->second.size());
+  }
+  return to_grpc(doors_->check(authorization));
+}
+
 template <class Req, class Resp>
-void InferenceService::add(const char* method, const char* endpoint, Handler<Req, Resp> handler) {
-  add_raw(method, [this, endpoint, handler](Context* ctx, const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
+void InferenceService::add(const char* method, const char* endpoint, Handler<Req, Resp> handler, bool guarded) {
+  add_raw(method, [this, endpoint, handler, guarded](Context* ctx, const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
     return Answer(service_, ctx, endpoint).run([&] {
+      if (guarded) {
+        if (Status s = door(ctx); !s.ok()) return s;
+      }
       Req request;
       Status s = parse(in, request);
       if (!s.ok()) return s;
@@ -266,7 +283,8 @@ Reactor* InferenceService::model_infer(Context* ctx, const grpc::ByteBuffer* in,
 Reactor* InferenceService::repository_load(Context* ctx, const grpc::ByteBuffer* in, grpc::ByteBuffer* out) {
   const Clock::time_point t0 = Clock::now();
   inference::RepositoryModelLoadRequest request;
-  Status refused = parse(in, request);
+  Status refused = door(ctx);
+  if (refused.ok()) refused = parse(in, request);
   triton::Result<std::string> config;
   if (refused.ok()) {
     config = load_config(request);

@@ -16,6 +16,7 @@
 #include <grpcpp/impl/service_type.h>
 
 #include "supervisor/grpc/proto/grpc_service.pb.h"
+#include "supervisor/triton/doors.h"
 #include "supervisor/triton/triton_service.h"
 
 namespace corepool::grpc_api {
@@ -25,7 +26,8 @@ grpc::StatusCode status_code(triton::Code code);
 
 class InferenceService final : public grpc::Service {
  public:
-  explicit InferenceService(triton::Service& service);
+  // `doors` (may be null: no check) guards load, unload and shm (un)registration.
+  InferenceService(triton::Service& service, triton::Doors* doors);
 
  private:
   using Context = grpc::CallbackServerContext;
@@ -35,8 +37,11 @@ class InferenceService final : public grpc::Service {
 
   void add_raw(const char* method, RawHandler handler);
   // A method answered before its handler returns; `endpoint` names it in /metrics.
+  // `guarded`: the call must pass the doors first (door()).
   template <class Req, class Resp>
-  void add(const char* method, const char* endpoint, Handler<Req, Resp> handler);
+  void add(const char* method, const char* endpoint, Handler<Req, Resp> handler, bool guarded = false);
+  // The doors' answer for this call's "authorization" metadata; OK without doors.
+  grpc::Status door(Context* ctx);
 
   grpc::ServerUnaryReactor* model_infer(Context* ctx, const grpc::ByteBuffer* in, grpc::ByteBuffer* out);
   grpc::ServerUnaryReactor* repository_load(Context* ctx, const grpc::ByteBuffer* in, grpc::ByteBuffer* out);
@@ -61,6 +66,7 @@ class InferenceService final : public grpc::Service {
   grpc::Status cuda_shm(const Req&, Resp&);
 
   triton::Service& service_;
+  triton::Doors* doors_;
   int methods_ = 0;
 };
 

@@ -83,6 +83,7 @@ void Connection::reject(int status, std::string_view message) {
 void Connection::close() {
   if (state_ == ConnState::kClosed) return;
   if (state_ == ConnState::kHandling) tell_client_gone();
+  tell_ws_gone("connection closed");
   state_ = ConnState::kClosed;
   pending_closes_ = 2;
   auto closed = [](uv_handle_t* h) {
@@ -94,6 +95,10 @@ void Connection::close() {
 }
 
 void Connection::begin_drain() {
+  if (state_ == ConnState::kUpgraded) {
+    if (ws_handler_) ws_handler_->on_server_stop();  // it closes with 1001 once flushed; the drain deadline bounds it
+    return;
+  }
   if (state_ == ConnState::kHandling || state_ == ConnState::kWriting) close_after_ = true;
   else if (state_ != ConnState::kLingering) close();
 }
@@ -104,6 +109,7 @@ void Connection::update_reading() {
     return;
   }
   const bool busy = state_ == ConnState::kHandling || state_ == ConnState::kWriting;
+  // An upgraded connection reads as long as it is open: its limits are the frame reader's.
   const bool want = !peer_eof_ && !(busy && inbuf_.size() >= kBusyBufferCap);
   if (want == reading_) return;
   reading_ = want;
@@ -129,6 +135,7 @@ void Connection::on_read(ssize_t nread, const uv_buf_t* buf) {
   owner_.stats_board().received(static_cast<std::uint64_t>(nread));
   if (state_ == ConnState::kLingering) return;  // discarded on purpose
   inbuf_.append(buf->base, static_cast<std::size_t>(nread));
+  if (state_ == ConnState::kUpgraded) return pump_websocket();
   pump();
   update_reading();
 }
@@ -146,6 +153,7 @@ bool Connection::tell_client_gone() {
 // are served, then we close.
 void Connection::on_eof() {
   peer_eof_ = true;
+  if (state_ == ConnState::kUpgraded) return close();  // a client that hangs up without a close frame
   if (state_ == ConnState::kHandling && tell_client_gone()) return close();
   update_reading();
   if (state_ == ConnState::kLingering) return close();
@@ -224,6 +232,14 @@ void Connection::dispatch() {
 
 void Connection::deliver(std::uint64_t seq, HttpResponse&& response) {
   if (state_ != ConnState::kHandling || seq != seq_) return;  // closed, or not its request
+  if (response.status == 101 && response.upgrade) {
+    auto handler = std::move(response.upgrade);
+    client_gone_ = nullptr;
+    owner_.stats_board().response(101);
+    write(serialize_response(response, WireOptions{true, false, false}), WriteKind::kInterim);
+    return become_websocket(std::move(handler));
+  }
+  response.upgrade.reset();  // only a 101 upgrades
   respond(std::move(response), !keep_alive_ || asks_to_close(response));
 }
 
@@ -258,6 +274,7 @@ void Connection::on_write(uv_write_t* raw, int status) {
   if (status < 0) return self->close();
   self->owner_.stats_board().sent(req->bytes.size());
   if (req->kind == WriteKind::kFinal && self->state_ == ConnState::kWriting) self->on_final_written();
+  if (req->kind == WriteKind::kWsClose && self->state_ == ConnState::kUpgraded) self->linger();
 }
 
 void Connection::on_final_written() {
@@ -292,6 +309,11 @@ void Connection::on_timer() {
     case ConnState::kBody: return send_error(408, "request body not received in time");
     case ConnState::kHandling: return;
     case ConnState::kClosed: return;
+    case ConnState::kUpgraded:
+      if (ws_idle_told_ || !ws_handler_) return close();  // told once, and still nothing: give up
+      ws_idle_told_ = true;
+      arm_timer(owner_.options().ws_idle_timeout_ms);  // its time to flush and close
+      return ws_handler_->on_idle();
     default: return close();  // idle, a stuck write, or the end of lingering
   }
 }

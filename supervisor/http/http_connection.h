@@ -15,8 +15,11 @@
 #include <string>
 #include <string_view>
 
+#include "supervisor/http/http_mailbox.h"
 #include "supervisor/http/http_types.h"
 #include "supervisor/http/http_stats.h"
+#include "supervisor/http/websocket_frame.h"
+#include "supervisor/http/websocket_session.h"
 
 namespace corepool::http {
 
@@ -39,6 +42,7 @@ enum class ConnState {
   kBody,       // headers done, body incomplete: body timeout
   kHandling,   // the handler has the request: no timer
   kWriting,    // a final response is being written: idle timeout as send timeout
+  kUpgraded,   // a WebSocket after a 101: frames both ways (websocket_session.h), idle timer
   kLingering,  // last response sent, write side shut: drain input, then close
   kClosed,     // uv_close issued; waiting for the close callbacks
 };
@@ -57,6 +61,7 @@ class Connection {
   void start();                            // after uv_accept: serve
   void reject(int status, std::string_view message);  // after uv_accept: answer once, close
   void deliver(std::uint64_t seq, HttpResponse&& response);  // a Responder's answer
+  void deliver_ws(WsOut&& out);            // a WsSender's frame (ignored unless upgraded)
   void begin_drain();                      // the server stops: finish the current exchange
   // Called (once) if the client leaves while the current request is being
   // handled; returns whether the handler was watching (then the connection
@@ -65,7 +70,7 @@ class Connection {
   void close();                            // now; idempotent
 
  private:
-  enum class WriteKind { kInterim, kFinal };
+  enum class WriteKind { kInterim, kFinal, kWsClose };
   struct WriteReq;
   using Parser = boost::beast::http::request_parser<boost::beast::http::string_body>;
 
@@ -87,6 +92,12 @@ class Connection {
   void on_timer();
   void update_reading();
   bool tell_client_gone();  // true when the handler was watching
+  // WebSocket (http_connection_ws.cc).
+  void become_websocket(std::shared_ptr<WsHandler> handler);
+  void pump_websocket();
+  void on_ws_event(ws::WsEvent&& event);
+  void fail_websocket(std::uint16_t code, const std::string& reason);
+  void tell_ws_gone(const std::string& why);
 
   ConnectionOwner& owner_;
   const std::uint64_t id_;
@@ -111,6 +122,11 @@ class Connection {
   bool keep_alive_ = true;    // of the current request
   bool http10_ = false;
   bool head_ = false;
+  // WebSocket, once upgraded:
+  std::shared_ptr<WsHandler> ws_handler_;  // null before the upgrade and after on_gone()
+  std::optional<ws::FrameReader> ws_reader_;
+  bool ws_close_sent_ = false;     // no frame may follow our close frame
+  bool ws_idle_told_ = false;      // on_idle() called; the next idle timeout closes
 };
 
 }  // namespace corepool::http

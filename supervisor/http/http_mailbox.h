@@ -17,10 +17,18 @@
 
 namespace corepool::http {
 
+// A frame for an upgraded connection (WsSender): sent as is; `close` marks
+// the close frame, after which the connection closes.
+struct WsOut {
+  std::string frame;
+  bool close = false;
+};
+
 struct Delivery {
   std::uint64_t connection_id = 0;
   std::uint64_t request_seq = 0;  // which request of that connection it answers
   HttpResponse response;
+  std::optional<WsOut> ws;  // set: a WebSocket frame, not an answer
 };
 
 class Mailbox {

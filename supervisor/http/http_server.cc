@@ -64,7 +64,7 @@ struct Responder::State {
     if (sent.exchange(true)) return;
     try {  // the documented safety net: a dropped Responder answers 500
       mailbox->post({connection_id, request_seq,
-                     http::error_response(500, "handler dropped the request without responding")});
+                     http::error_response(500, "handler dropped the request without responding"), std::nullopt});
     } catch (...) {
     }
   }
@@ -77,7 +77,7 @@ void Responder::send(HttpResponse response) const {
     spdlog::warn("http: Responder::send called twice for one request; ignored");
     return;
   }
-  state_->mailbox->post({state_->connection_id, state_->request_seq, std::move(response)});
+  state_->mailbox->post({state_->connection_id, state_->request_seq, std::move(response), std::nullopt});
 }
 
 bool Responder::sent() const { return state_->sent.load(); }
@@ -94,6 +94,8 @@ void Responder::on_close(std::function<void()> fn) const {
 }
 
 void Responder::abandon() const { state_->sent.store(true); }
+
+WsSender Responder::websocket() const { return WsSender(state_->mailbox, state_->connection_id); }
 
 // ---- HttpServer::Impl ------------------------------------------------------
 
@@ -319,7 +321,9 @@ void HttpServer::Impl::on_wake() {
   auto [deliveries, stop] = mailbox_->take();
   for (auto& d : deliveries) {
     auto it = connections_.find(d.connection_id);
-    if (it != connections_.end()) it->second->deliver(d.request_seq, std::move(d.response));
+    if (it == connections_.end()) continue;
+    if (d.ws) it->second->deliver_ws(std::move(*d.ws));
+    else it->second->deliver(d.request_seq, std::move(d.response));
   }
   if (stop && !stopping_) begin_stop(*stop);
 }

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "supervisor/http/http_types.h"
+#include "supervisor/http/websocket_session.h"
 
 namespace corepool {
 
@@ -34,6 +35,9 @@ class Responder {
   // The request is over without an answer (its client is gone): nothing is
   // sent, and the dropped-Responder 500 is not either.
   void abandon() const;
+  // The sender of this request's connection once it is upgraded: answer 101
+  // with HttpResponse::upgrade set, and frames sent through this follow it.
+  WsSender websocket() const;
 
  private:
   std::shared_ptr<State> state_;

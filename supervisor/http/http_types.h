@@ -8,11 +8,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace corepool {
+
+class WsHandler;  // websocket_session.h
 
 struct HttpRequest {
   std::string method;                          // "GET", "POST", ...
@@ -30,6 +33,9 @@ struct HttpResponse {
   // and Connection are the server's own and are dropped here, but a
   // "Connection: close" makes the server close the connection after sending.
   std::vector<std::pair<std::string, std::string>> headers;
+  // With status 101: the connection becomes a WebSocket once this answer is
+  // written, and `upgrade` gets what the client sends (websocket_session.h).
+  std::shared_ptr<WsHandler> upgrade;
 };
 
 struct HttpServerOptions {
@@ -48,6 +54,10 @@ struct HttpServerOptions {
   // proof that the loop turns, for a watchdog. Must not block.
   int tick_ms = 0;
   std::function<void()> on_tick;
+  // WebSocket connections (a route answered 101 with an upgrade handler):
+  std::size_t ws_max_message_bytes = 1u << 20;  // a bigger client message closes with 1009
+  std::size_t ws_max_backlog_bytes = 1u << 20;  // frames not yet taken by the client; more are dropped
+  int ws_idle_timeout_ms = 10000;               // no data message this long: WsHandler::on_idle
 };
 
 // Counters since start(). A snapshot, copied under a lock.

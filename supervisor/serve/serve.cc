@@ -8,11 +8,13 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cstring>
 #include <future>
 
 #include <spdlog/spdlog.h>
 
+#include "config/config_error.h"
 #include "supervisor/serve/fd_limit.h"
 #include "supervisor/serve/reload_check.h"
 #include "supervisor/serve/serve_process.h"
@@ -43,6 +45,7 @@ HttpServerOptions ServeProcess::http_options(const std::vector<ListenFd>& inheri
   o.idle_timeout_ms = config_.idle_timeout_s * 1000;
   o.header_timeout_ms = config_.header_timeout_s * 1000;
   o.body_timeout_ms = config_.body_timeout_s * 1000;
+  o.ws_idle_timeout_ms = config_.stream_idle_s * 1000;
   if (auto interval = notifier_.watchdog_interval()) {
     o.tick_ms = static_cast<int>(std::max<int64_t>(1, interval->count() / 2000));
     o.on_tick = [this] { on_tick(); };
@@ -60,6 +63,12 @@ ExitCode ServeProcess::start() {
     spdlog::error("socket activation: {}", e.what());
     return ExitCode::kCannotListen;
   }
+  try {
+    doors_ = std::make_unique<triton::Doors>(triton::resolve_api_token(config_), config_.allow_model_control);
+  } catch (const ConfigError& e) {
+    spdlog::error("{}", e.what());
+    return ExitCode::kUsage;
+  }
   service_ = std::make_unique<ServeService>(
       *this, metrics_, triton::ClientShmOptions{config_.allow_client_shm, config_.client_shm_group});
   try {
@@ -70,7 +79,9 @@ ExitCode ServeProcess::start() {
     return ExitCode::kModelError;
   }
   audio_ = std::make_unique<AudioTagger>(config_.audio_threads, static_cast<size_t>(config_.max_audio_requests));
-  routes_ = std::make_unique<ServeRoutes>(*service_, *this, metrics_, *audio_, config_.retry_after_s);
+  streams_ = std::make_unique<StreamRegistry>(config_.max_streams);
+  routes_ = std::make_unique<ServeRoutes>(*service_, *this, metrics_, *audio_, *doors_, *streams_,
+                                          config_.retry_after_s, config_.stream_idle_s);
   http_ = std::make_unique<HttpServer>(http_options(inherited));
   try {
     http_->start([this](HttpRequest&& r, Responder responder) { routes_->handle(std::move(r), std::move(responder)); });
@@ -92,8 +103,9 @@ ExitCode ServeProcess::start() {
 
 // gRPC on its own threads (supervisor/grpc/), over the same service as HTTP.
 ExitCode ServeProcess::start_grpc(const std::vector<ListenFd>& inherited) {
-  const GrpcPlan plan = grpc_plan(config_, inherited);
+  GrpcPlan plan = grpc_plan(config_, inherited);
   if (!plan.enabled) return ExitCode::kOk;
+  plan.options.doors = doors_.get();
   grpc_ = std::make_unique<GrpcServer>(*service_, plan.options);
   try {
     grpc_->start();
@@ -125,6 +137,7 @@ ExitCode ServeProcess::run() {
     if (Clock::now() - status_at_ >= std::chrono::seconds(2)) notifier_.status(status_line());
   }
   notifier_.stopping();
+  lame_duck(signals);
   shutdown();
   spdlog::info("stopped");
   return ExitCode::kOk;
@@ -213,6 +226,26 @@ void ServeProcess::retire_idle() {
   }
 }
 
+// Readiness goes false at once; the listeners stay open so that clients a
+// load balancer still sends here are served, until it has noticed. Repository
+// loads queued meanwhile still run. A second SIGTERM or SIGINT cuts it short.
+void ServeProcess::lame_duck(SignalPipe& signals) {
+  if (config_.lame_duck_s <= 0 || !service_) return;
+  service_->enter_lame_duck();
+  spdlog::info("lame duck: readiness answers 503, requests are still served for {} s", config_.lame_duck_s);
+  const auto end = Clock::now() + std::chrono::seconds(config_.lame_duck_s);
+  for (auto now = Clock::now(); now < end; now = Clock::now()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - now);
+    const int sig = signals.wait(std::min(left, std::chrono::milliseconds(retired_.empty() ? 1000 : 50)));
+    run_pending_loads(false);
+    retire_idle();
+    if (sig == SIGTERM || sig == SIGINT) {
+      spdlog::info("{} again: lame duck ends early", strsignal(sig));
+      return;
+    }
+  }
+}
+
 void ServeProcess::shutdown() {
   // gRPC drains on a thread of its own while HTTP drains here. Its drain ends
   // only once every call is answered, repository loads included, which this
@@ -223,7 +256,9 @@ void ServeProcess::shutdown() {
       grpc->stop(std::chrono::seconds(drain));
     });
   }
+  // HTTP's drain tells each stream to flush and close (1001); then their threads are joined.
   if (http_) http_->stop(std::chrono::seconds(config_.drain_timeout_s));
+  if (streams_) streams_->stop();
   if (audio_) audio_->stop();
   run_pending_loads(true);
   while (grpc_stopped.valid() && grpc_stopped.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {

@@ -22,12 +22,15 @@
 #include "supervisor/serve/serve_routes.h"
 #include "supervisor/systemd/listen_fds.h"
 #include "supervisor/systemd/notifier.h"
+#include "supervisor/triton/doors.h"
 #include "supervisor/triton/serve_generation.h"
 #include "supervisor/triton/serve_metrics.h"
 #include "supervisor/triton/serve_service.h"
 #include "worker/exit_codes.h"
 
 namespace corepool {
+
+class SignalPipe;
 
 class ServeProcess final : public ServeContext, public ServeHost {
  public:
@@ -61,6 +64,8 @@ class ServeProcess final : public ServeContext, public ServeHost {
   void run_pending_loads(bool answer_unavailable);
   void retire_idle();
   std::string status_line();
+  // SIGTERM with serve.lame_duck_s > 0: readiness 503, everything else served, for that long.
+  void lame_duck(SignalPipe& signals);
   void shutdown();
 
   const ServeOptions& options_;
@@ -76,8 +81,10 @@ class ServeProcess final : public ServeContext, public ServeHost {
   uint64_t generations_ = 0;
   std::atomic<uint64_t> reloads_failed_{0};
   std::vector<PendingLoad> pending_loads_;  // under mu_: repository loads for the main thread
+  std::unique_ptr<triton::Doors> doors_;  // before the servers that hold a reference to it
   std::unique_ptr<ServeService> service_;
   std::unique_ptr<AudioTagger> audio_;
+  std::unique_ptr<StreamRegistry> streams_;
   std::unique_ptr<ServeRoutes> routes_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<GrpcServer> grpc_;  // null when serve.grpc_listen is "" (or no "grpc" socket from systemd)

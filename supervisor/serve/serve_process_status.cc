@@ -61,6 +61,10 @@ ServeSnapshot ServeProcess::snapshot() {
   s.cancelled = (service_ ? service_->cancelled() : 0) + (audio_ ? audio_->cancelled() : 0);
   s.results_dropped = gen->results_dropped();
   s.audio_pending = audio_ ? audio_->pending() : 0;
+  s.refused_unauthenticated = doors_ ? doors_->refused_unauthenticated() : 0;
+  s.refused_forbidden = doors_ ? doors_->refused_forbidden() : 0;
+  s.lame_duck = service_ && service_->lame_duck();
+  if (streams_) streams_->fill(s);
   s.memory.emplace_back("supervisor", read_process_memory(::getpid()));
   for (size_t i = 0; i < s.executor.pids.size(); ++i) {
     if (s.executor.pids[i] > 0) s.memory.emplace_back("worker-" + std::to_string(i), read_process_memory(s.executor.pids[i]));

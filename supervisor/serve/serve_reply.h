@@ -45,6 +45,8 @@ class Reply {
     send(std::move(r));
   }
   bool sent() const { return state_->done.load(); }
+  // The connection's WebSocket sender, for a 101 answer that upgrades it.
+  WsSender websocket() const { return state_->responder.websocket(); }
   // See Responder::on_close: `fn` runs if the client leaves before the answer.
   void on_close(std::function<void()> fn) const { state_->responder.on_close(std::move(fn)); }
   // The client is gone: nothing is sent; /metrics counts the request with

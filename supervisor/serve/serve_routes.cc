@@ -50,11 +50,18 @@ std::string shm_infer_response(const triton::InferOutput& out) {
   return body.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+bool is_stream_path(const std::string& path) {
+  static const std::string prefix = "/v2/models/", suffix = "/audio/stream";
+  return path.size() > prefix.size() + suffix.size() && path.rfind(prefix, 0) == 0 &&
+         path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 std::string endpoint_of(const std::string& path) {
   if (path == "/v2/health/live") return "live";
   if (path == "/v2/health/ready") return "ready";
   if (path == "/v2") return "server_metadata";
   if (path == "/v1/audio:tag") return "audio_tag";
+  if (is_stream_path(path)) return "audio_stream";
   if (path == "/metrics") return "metrics";
   if (path == "/v2/models/stats") return "model_stats";
   if (path == "/v2/repository/index") return "repository_index";
@@ -96,8 +103,29 @@ void fail_with(const Reply& reply, const triton::Status& status, int retry_after
 }  // namespace
 
 ServeRoutes::ServeRoutes(triton::Service& service, ServeContext& context, ServeMetrics& metrics, AudioTagger& audio,
-                         int retry_after_s)
-    : service_(service), context_(context), metrics_(metrics), audio_(audio), retry_after_s_(retry_after_s) {}
+                         triton::Doors& doors, StreamRegistry& streams, int retry_after_s, int stream_idle_s)
+    : service_(service),
+      context_(context),
+      metrics_(metrics),
+      audio_(audio),
+      doors_(doors),
+      streams_(streams),
+      retry_after_s_(retry_after_s),
+      stream_idle_s_(stream_idle_s) {}
+
+bool ServeRoutes::through_door(const HttpRequest& request, const Reply& reply) {
+  std::optional<std::string_view> authorization;
+  if (auto it = request.headers.find("authorization"); it != request.headers.end()) authorization = it->second;
+  const triton::Status status = doors_.check(authorization);
+  if (status.ok()) return true;
+  HttpResponse r;
+  r.status = triton::http_status(status.code);
+  r.body = json{{"error", status.message}}.dump();
+  // RFC 6750: a 401 names the scheme it wants.
+  if (r.status == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"corepool\"");
+  reply.send(std::move(r));
+  return false;
+}
 
 void ServeRoutes::fail(const Reply& reply, const triton::Status& status) const {
   fail_with(reply, status, retry_after_s_);
@@ -125,6 +153,7 @@ void ServeRoutes::handle(HttpRequest&& request, Responder responder) {
     const bool ready = service_.server_ready();
     return reply.json(ready ? 200 : 503, ready ? R"({"ready":true})" : R"({"ready":false})");
   }
+  if (endpoint == "audio_stream") return audio_stream(request, reply, path);
   if (endpoint == "audio_tag") return request.method == "POST" ? audio_tag(request, reply) : method_not_allowed(reply, "POST");
   if (endpoint == "model_stats" && path == "/v2/models/stats") {
     if (!get) return method_not_allowed(reply, "GET");
@@ -216,6 +245,8 @@ void ServeRoutes::infer(HttpRequest& request, const Reply& reply, const std::str
 
 void ServeRoutes::repository(HttpRequest& request, const Reply& reply, const std::string& path) {
   if (request.method != "POST") return method_not_allowed(reply, "POST");
+  // The index only reads; load and unload change what serves, and are checked before the body is read.
+  if (path != "/v2/repository/index" && !through_door(request, reply)) return;
   const auto body = object_body(request, reply);
   if (!body) return;
   if (path == "/v2/repository/index") {
@@ -259,6 +290,7 @@ void ServeRoutes::shared_memory(HttpRequest& request, const Reply& reply, const 
     return status.status.ok() ? reply.json(200, std::move(status.value)) : fail(reply, status.status);
   }
   if (request.method != "POST") return method_not_allowed(reply, "POST");
+  if (!through_door(request, reply)) return;
   if (s.action == oip::ShmAction::kUnregister) {
     const triton::Status status = service_.shm_unregister(s.region);
     return status.ok() ? reply.json(200, "{}") : fail(reply, status);

@@ -10,6 +10,8 @@
 
 #include "supervisor/http/http_server.h"
 #include "supervisor/serve/serve_audio.h"
+#include "supervisor/serve/stream_registry.h"
+#include "supervisor/triton/doors.h"
 #include "supervisor/triton/serve_generation.h"
 #include "supervisor/triton/serve_metrics.h"
 #include "supervisor/serve/serve_reply.h"
@@ -29,8 +31,9 @@ class ServeContext {
 
 class ServeRoutes {
  public:
+  // `doors` guard repository load/unload and shm (un)registration.
   ServeRoutes(triton::Service& service, ServeContext& context, ServeMetrics& metrics, AudioTagger& audio,
-              int retry_after_s);
+              triton::Doors& doors, StreamRegistry& streams, int retry_after_s, int stream_idle_s);
   void handle(HttpRequest&& request, Responder responder);
 
  private:
@@ -39,14 +42,21 @@ class ServeRoutes {
   void repository(HttpRequest& request, const Reply& reply, const std::string& path);
   void shared_memory(HttpRequest& request, const Reply& reply, const std::string& path);
   void audio_tag(HttpRequest& request, const Reply& reply);
+  // GET /v2/models/NAME/audio/stream: the WebSocket upgrade (serve_stream_route.cc).
+  void audio_stream(HttpRequest& request, const Reply& reply, const std::string& path);
   // A Status that is not kOk, as {"error": ...} with its HTTP code.
   void fail(const Reply& reply, const triton::Status& status) const;
+  // True when the request may pass; else the 401 (with WWW-Authenticate) or 403 is sent.
+  bool through_door(const HttpRequest& request, const Reply& reply);
 
   triton::Service& service_;
   ServeContext& context_;
   ServeMetrics& metrics_;
   AudioTagger& audio_;
+  triton::Doors& doors_;
+  StreamRegistry& streams_;
   const int retry_after_s_;
+  const int stream_idle_s_;
 };
 
 }  // namespace corepool

@@ -52,6 +52,44 @@ void render_http(std::string& out, const HttpStats& h) {
   for (const auto& [code, n] : h.responses_by_status) codes.sample(label("code", std::to_string(code)), double(n));
 }
 
+// The doors: refusals by reason, both wires together (corepool_requests_total
+// has them by endpoint and code too); a climbing 401 count is someone guessing.
+void render_doors(std::string& out, const ServeSnapshot& s) {
+  Family refused(out, "corepool_model_control_refused_total", "counter",
+                 "Repository load/unload and shared-memory registration refused: unauthenticated (no or a wrong "
+                 "Bearer token, 401) or forbidden (model control off, 403).");
+  refused.sample(label("reason", "unauthenticated"), double(s.refused_unauthenticated));
+  refused.sample(label("reason", "forbidden"), double(s.refused_forbidden));
+  Family(out, "corepool_lame_duck", "gauge", "1 after SIGTERM while readiness answers 503 and requests are still served.")
+      .sample("", s.lame_duck ? 1 : 0);
+}
+
+// The WebSocket audio streams: per open stream (a bounded set: serve.max_streams)
+// and in total since start.
+void render_streams(std::string& out, const ServeSnapshot& s) {
+  Family(out, "corepool_streams_open", "gauge", "WebSocket audio streams open now.").sample("", double(s.streams.size()));
+  Family(out, "corepool_streams_total", "counter", "WebSocket audio streams opened since start.")
+      .sample("", double(s.stream_totals.streams));
+  Family(out, "corepool_streams_refused_total", "counter", "Stream upgrades answered 503: serve.max_streams open.")
+      .sample("", double(s.streams_refused_full));
+  Family ended(out, "corepool_streams_closed_total", "counter", "Streams ended, by how.");
+  for (const auto& [how, n] : s.streams_closed) ended.sample(label("how", how), double(n));
+  Family audio(out, "corepool_stream_audio_seconds", "counter",
+               "Audio received by each open stream (seconds at the client's rate); stream=\"all\" since start.");
+  Family events(out, "corepool_stream_events", "counter", "Events sent by each open stream; stream=\"all\" since start.");
+  Family dropped(out, "corepool_stream_dropped", "counter",
+                 "Frames a stream dropped because its client did not read them; stream=\"all\" since start.");
+  for (const StreamStat& st : s.streams) {
+    const std::string id = label("stream", std::to_string(st.id));
+    audio.sample(id, st.audio_seconds);
+    events.sample(id, double(st.events));
+    dropped.sample(id, double(st.dropped));
+  }
+  audio.sample(label("stream", "all"), s.stream_totals.audio_seconds);
+  events.sample(label("stream", "all"), double(s.stream_totals.events));
+  dropped.sample(label("stream", "all"), double(s.stream_totals.dropped));
+}
+
 void render_executor(std::string& out, const ServeSnapshot& s) {
   const ExecutorStats& e = s.executor;
   Family(out, "corepool_info", "gauge", "Constant 1; the labels say what is being served.")
@@ -177,6 +215,8 @@ std::string ServeMetrics::render(const ServeSnapshot& snapshot) const {
     }
   }
   render_http(out, snapshot.http);
+  render_doors(out, snapshot);
+  render_streams(out, snapshot);
   render_executor(out, snapshot);
   render_memory(out, snapshot);
   return out;

@@ -127,7 +127,7 @@ triton::Result<std::shared_ptr<Generation>> ServeService::find(const std::string
   return {{}, std::move(gen)};
 }
 
-bool ServeService::server_ready() { return host_.current()->executor().stats().all_ready; }
+bool ServeService::server_ready() { return !lame_duck_.load() && host_.current()->executor().stats().all_ready; }
 
 Status ServeService::model_ready(const std::string& model, const std::string& version) {
   auto gen = find(model, version);

@@ -66,6 +66,10 @@ class ServeService final : public triton::Service {
   // A new generation is serving (a repository load or SIGHUP): an unloaded
   // model is loaded again.
   void loaded() { unloaded_.store(false); }
+  // SIGTERM with serve.lame_duck_s: from now on server_ready() is false (a
+  // load balancer stops sending), while every request is still answered.
+  void enter_lame_duck() { lame_duck_.store(true); }
+  bool lame_duck() const { return lame_duck_.load(); }
   // Infer requests answered kDeadlineExceeded / cancelled before their answer, since start.
   uint64_t timed_out() const { return counters_->timed_out.load(); }
   uint64_t cancelled() const { return counters_->cancelled.load(); }
@@ -78,7 +82,8 @@ class ServeService final : public triton::Service {
 
   ServeHost& host_;
   ServeMetrics& metrics_;
-  std::atomic<bool> unloaded_{false};  // POST .../unload until the next successful reload, whatever asked for it
+  std::atomic<bool> unloaded_{false};
+  std::atomic<bool> lame_duck_{false};  // set once, at SIGTERM; never cleared  // POST .../unload until the next successful reload, whatever asked for it
   const std::shared_ptr<InferCounters> counters_ = std::make_shared<InferCounters>();
   // Triton's system shared memory: the regions clients registered (refuses
   // everything unless serve.allow_client_shm).

@@ -15,6 +15,7 @@ int http_status(Code code) {
     case Code::kCancelled: return 499;  // nginx's "client closed request": never sent, only counted
     case Code::kAlreadyExists: return 400;
     case Code::kPermissionDenied: return 403;
+    case Code::kUnauthenticated: return 401;
     case Code::kInternal: return 500;
   }
   return 500;

@@ -36,7 +36,8 @@ enum class Code {
   kDeadlineExceeded,   // 504 / DEADLINE_EXCEEDED: no answer within the deadline
   kCancelled,          // (no answer: the client is gone) / CANCELLED
   kAlreadyExists,      // 400 / ALREADY_EXISTS: a shm region of that name is registered
-  kPermissionDenied,   // 403 / PERMISSION_DENIED: client shm disabled, or a region of another user
+  kPermissionDenied,   // 403 / PERMISSION_DENIED: client shm disabled, or a region of another user, model control off
+  kUnauthenticated,    // 401 / UNAUTHENTICATED: serve.api_token set, and no or a wrong Bearer token
   kInternal,           // 500 / INTERNAL: the model failed on this input
 };
 

@@ -57,7 +57,7 @@ class ClientShmE2eTest : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     const std::string path = dir_.path() + "/corepool.toml";
     std::ofstream(path) << "[engine]\nmode = \"" << GetParam() << "\"\nworkers = 1\nmax_batch = 4\n"
-                        << "[serve]\nallow_client_shm = true\n";
+                        << "[serve]\nallow_client_shm = true\nallow_model_control = true\n";
     server_ = std::make_unique<ServeProcess>(dir_, std::vector<std::string>{}, std::vector<std::string>{},
                                              std::vector<std::string>{"--config", path});
     ASSERT_TRUE(server_->started()) << server_->log();

@@ -193,7 +193,7 @@ TEST_P(TritonModeTest, StatisticsCountEveryRequestAndAgreeWithMetrics) {
 }
 
 TEST_P(TritonModeTest, RepositoryLoadIsANewGenerationWithItsOverridesAndUnloadStopsTheModel) {
-  auto server = start("workers = 1\nmax_batch = 4");
+  auto server = start("workers = 1\nmax_batch = 4", "allow_model_control = true");
   HttpClient http(server->port());
   EXPECT_EQ(metric(http, "corepool_generation"), 1);
   const json index = json::parse(http.post("/v2/repository/index", "").body);
@@ -237,7 +237,7 @@ TEST_P(TritonModeTest, RepositoryLoadIsANewGenerationWithItsOverridesAndUnloadSt
 }
 
 TEST_P(TritonModeTest, BadRepositoryRequestsGetAClearErrorAndChangeNothing) {
-  auto server = start("workers = 1");
+  auto server = start("workers = 1", "allow_model_control = true");
   HttpClient http(server->port());
   struct Case {
     std::string path, body;

@@ -51,14 +51,14 @@ def wait_for(predicate, timeout, what):
 class Server:
     """One `corepool serve`, HTTP and gRPC on ports it picked (or systemd-socket-activate's)."""
 
-    def __init__(self, workdir, socket_activate):
+    def __init__(self, workdir, socket_activate, serve_extra=""):
         self.workdir = workdir
         self.config = os.path.join(workdir, "corepool.toml")
         with open(self.config, "w") as f:
             # hang_timeout_ms: Backlog SIGSTOPs the workers for a few seconds.
             f.write("[engine]\nmax_batch = 4\nqueue_depth = 512\nworkers = 2\nhang_timeout_ms = 60000\n"
                     "[serve]\ngrpc_max_message_mb = 4\nrequest_timeout_s = 60\ndrain_timeout_s = 20\n"
-                    "allow_client_shm = true\n")
+                    "allow_client_shm = true\nallow_model_control = true\n" + serve_extra)
         self.log_path = os.path.join(workdir, "serve.log")
         cmd = [ARGS.corepool, "--log-level", "info", "--config", self.config, "serve", "--mode", ARGS.mode,
                "--model", ARGS.model]
@@ -454,6 +454,46 @@ class SharedMemory(unittest.TestCase):
         with open("/dev/shm" + out_key, "rb") as f:
             got = list(struct.unpack("<%df" % len(raw), f.read()))
         self.assertEqual(got, raw)
+
+
+class Doors(unittest.TestCase):
+    """With serve.api_token, load, unload and shm registration need metadata
+    authorization: Bearer TOKEN; none or a wrong one is UNAUTHENTICATED."""
+
+    TOKEN = "grpc-door-7c1f"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server(tempfile.mkdtemp(prefix="corepool-grpc-doors-"), False,
+                            'api_token = "%s"\n' % cls.TOKEN)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def refused(self, call, request, metadata=None):
+        with self.assertRaises(grpc.RpcError) as e:
+            call(request, timeout=60, metadata=metadata)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.UNAUTHENTICATED, e.exception.details())
+        return e.exception.details()
+
+    def test_model_control_needs_the_bearer_token(self):
+        stub, model = self.server.stub, SERVER.model
+        self.assertIn("missing token", self.refused(stub.RepositoryModelUnload,
+                                                    pb.RepositoryModelUnloadRequest(model_name=model)))
+        self.refused(stub.RepositoryModelLoad, pb.RepositoryModelLoadRequest(model_name=model))
+        self.refused(stub.SystemSharedMemoryRegister, pb.SystemSharedMemoryRegisterRequest(name="r", key="/x"))
+        self.assertIn("wrong token", self.refused(stub.RepositoryModelUnload,
+                                                  pb.RepositoryModelUnloadRequest(model_name=model),
+                                                  [("authorization", "Bearer nope")]))
+        self.assertTrue(stub.ModelReady(pb.ModelReadyRequest(name=model), timeout=30).ready)
+        right = [("authorization", "Bearer " + self.TOKEN)]
+        stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name=model), timeout=60, metadata=right)
+        self.assertFalse(stub.ModelReady(pb.ModelReadyRequest(name=model), timeout=30).ready)
+        stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name=model), timeout=120, metadata=right)
+        self.assertTrue(stub.ModelReady(pb.ModelReadyRequest(name=model), timeout=30).ready)
+        self.assertEqual(metric_sum(self.server.metrics(), "corepool_model_control_refused_total",
+                                    reason="unauthenticated"), 4)
 
 
 class ZRepository(unittest.TestCase):

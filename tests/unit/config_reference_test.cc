@@ -142,7 +142,8 @@ TEST(ConfigReferenceTest, OnlyTheModeRefusesAReloadAndTheProcesssSettingsWarn) {
                          "serve.idle_timeout_s", "serve.header_timeout_s", "serve.body_timeout_s",
                          "serve.max_audio_requests", "serve.audio_threads", "serve.retry_after_s",
                          "serve.grpc_listen", "serve.grpc_max_message_mb", "serve.allow_client_shm",
-                         "serve.client_shm_group"}));
+                         "serve.client_shm_group", "serve.api_token", "serve.api_token_file",
+                         "serve.allow_model_control", "serve.max_streams", "serve.stream_idle_s"}));
 }
 
 TEST(ConfigReferenceTest, ParametersConfigRefusesEveryEngineKeyThatIsNotReloadable) {

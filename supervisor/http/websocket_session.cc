@@ -1,0 +1,19 @@
+// WsSender: frames posted to the server's mailbox, written by the loop thread
+// in posting order (after the 101 that opened the connection, which the
+// route posted first).
+#include "supervisor/http/websocket_session.h"
+
+#include "supervisor/http/http_mailbox.h"
+#include "supervisor/http/websocket_frame.h"
+
+namespace corepool {
+
+void WsSender::text(std::string text) const {
+  mailbox_->post({connection_id_, 0, {}, http::WsOut{ws::encode_frame(ws::Opcode::kText, text), false}});
+}
+
+void WsSender::close(std::uint16_t code, std::string reason) const {
+  mailbox_->post({connection_id_, 0, {}, http::WsOut{ws::encode_close(code, reason), true}});
+}
+
+}  // namespace corepool

@@ -1,0 +1,87 @@
+// StreamRegistry: see stream_registry.h. Finished sessions are reaped (their
+// threads joined, their counters added to the totals) whenever the registry
+// is asked for something, so no thread outlives its stream by long.
+#include "supervisor/serve/stream_registry.h"
+
+#include <algorithm>
+
+#include "supervisor/serve/stream_session.h"
+
+namespace corepool {
+namespace {
+
+void add_stat(StreamTotals& into, const StreamStat& s) {
+  into.audio_seconds += s.audio_seconds;
+  into.events += s.events;
+  into.dropped += s.dropped;
+}
+
+}  // namespace
+
+bool StreamRegistry::reserve() {
+  reap();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (reserved_ >= max_streams_) {
+    refused_full_.fetch_add(1);
+    return false;
+  }
+  ++reserved_;
+  return true;
+}
+
+void StreamRegistry::add(std::shared_ptr<StreamSession> session) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++finished_.streams;
+  sessions_.push_back(std::move(session));
+}
+
+void StreamRegistry::unreserve() {
+  std::lock_guard<std::mutex> lock(mu_);
+  --reserved_;
+}
+
+void StreamRegistry::count_closed(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = std::find_if(closed_.begin(), closed_.end(), [&](const auto& p) { return p.first == reason; });
+  if (it == closed_.end()) closed_.emplace_back(reason, 1);
+  else ++it->second;
+}
+
+void StreamRegistry::reap() {
+  std::vector<std::shared_ptr<StreamSession>> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto split = std::stable_partition(sessions_.begin(), sessions_.end(), [](const auto& s) { return !s->finished(); });
+    done.assign(split, sessions_.end());
+    sessions_.erase(split, sessions_.end());
+    for (const auto& s : done) add_stat(finished_, s->stat());
+    reserved_ -= static_cast<int>(done.size());
+  }
+  for (const auto& s : done) s->join();  // outside the lock: the thread may be counting its ending
+}
+
+void StreamRegistry::fill(ServeSnapshot& snapshot) {
+  reap();
+  std::lock_guard<std::mutex> lock(mu_);
+  snapshot.stream_totals = finished_;
+  for (const auto& s : sessions_) {
+    const StreamStat st = s->stat();
+    snapshot.streams.push_back(st);
+    add_stat(snapshot.stream_totals, st);
+  }
+  snapshot.streams_refused_full = refused_full_.load();
+  snapshot.streams_closed = closed_;
+}
+
+void StreamRegistry::stop() {
+  std::vector<std::shared_ptr<StreamSession>> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    all = sessions_;
+  }
+  for (const auto& s : all) s->on_server_stop();
+  for (const auto& s : all) s->join();
+  reap();
+}
+
+}  // namespace corepool
