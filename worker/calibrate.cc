@@ -22,7 +22,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <atomic>
 #include <map>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -117,7 +119,8 @@ std::string Calibration::text() const {
   for (const auto& c : costs) {
     s += fmt::format("{}{}: {:.3g} ms ±{:.0f}%", s.empty() ? "" : ", ", c.batch, c.ms_per_item, c.spread * 100);
   }
-  return s + fmt::format(" per item, medians of {} round{}{} (chose {})", rounds, rounds == 1 ? "" : "s",
+  return s + fmt::format(" per item, medians of {} round{}{}{} (chose {})", rounds, rounds == 1 ? "" : "s",
+                         engines > 1 ? fmt::format(" with {} engines busy", engines) : "",
                          settled ? "" : ", budget spent before the choice was certain", best);
 }
 
@@ -161,18 +164,64 @@ BatchTimings interleaved_medians(int limit, double budget_seconds, const std::fu
   return out;
 }
 
-Calibration calibrate_batch(const std::shared_ptr<const LoadedModel>& model, int limit, double budget_seconds) {
-  const auto started = Clock::now();
-  const EngineArena arena;  // timed as an engine thread allocates (engine_arena.h)
-  Engine engine(model);
-  std::map<int, torch::Tensor> inputs;
-  const BatchTimings t = interleaved_medians(limit, budget_seconds, [&](int batch) {
-    torch::Tensor& input = inputs[batch];
+namespace {
+
+// One calibration engine's inputs: random items, one tensor per batch size.
+struct Inputs {
+  const LoadedModel& model;
+  std::map<int, torch::Tensor> by_batch;
+  const torch::Tensor& of(int batch) {
+    torch::Tensor& input = by_batch[batch];
     if (!input.defined()) {
-      std::vector<int64_t> shape = model->config.item_shape();
+      std::vector<int64_t> shape = model.config.item_shape();
       shape.insert(shape.begin(), batch);
       input = torch::randn(shape);
     }
+    return input;
+  }
+};
+
+// The other engines of a run, busy while one is timed: each thread runs
+// forward() at whatever size is being timed until told to stop. Why: with
+// one engine timed alone, CNN10's batch 16 measured 1-4 % cheaper per item
+// than 8 on a 2-vCPU AMD EPYC Zen 5, and process mode then sustained 4.7 %
+// less with 16 than with 8 (bench/RESULTS.md, issue 37 item 3): two engines
+// share the L3 and memory bandwidth, and larger batches feel it more.
+class BusyEngines {
+ public:
+  BusyEngines(const std::shared_ptr<const LoadedModel>& model, int count) {
+    for (int i = 0; i < count; ++i) {
+      threads_.emplace_back([this, model] {
+        const EngineArena arena;
+        Engine engine(model);
+        Inputs inputs{*model, {}};
+        for (int batch; (batch = batch_.load()) > 0;) engine.forward(inputs.of(batch));
+      });
+    }
+  }
+  ~BusyEngines() {
+    batch_.store(0);
+    for (auto& t : threads_) t.join();
+  }
+  void set_batch(int batch) { batch_.store(batch); }
+
+ private:
+  std::atomic<int> batch_{1};
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace
+
+Calibration calibrate_batch(const std::shared_ptr<const LoadedModel>& model, int limit, double budget_seconds,
+                            int engines) {
+  const auto started = Clock::now();
+  const EngineArena arena;  // timed as an engine thread allocates (engine_arena.h)
+  Engine engine(model);
+  Inputs inputs{*model, {}};
+  BusyEngines others(model, std::max(0, engines - 1));
+  const BatchTimings t = interleaved_medians(limit, budget_seconds, [&](int batch) {
+    const torch::Tensor& input = inputs.of(batch);
+    others.set_batch(batch);
     const auto start = Clock::now();
     engine.forward(input);
     return seconds_since(start);
@@ -182,6 +231,7 @@ Calibration calibrate_batch(const std::shared_ptr<const LoadedModel>& model, int
   c.rounds = t.rounds;
   c.settled = t.settled;
   c.best = pick_batch(c.costs);
+  c.engines = std::max(1, engines);
   c.seconds = seconds_since(started);
   return c;
 }

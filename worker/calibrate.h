@@ -39,6 +39,7 @@ struct Calibration {
   std::vector<BatchCost> costs;   // batch -> median ms per item and spread, smallest first
   int rounds = 0;
   bool settled = false;
+  int engines = 1;                // engines busy while it timed (calibrate_batch)
   double seconds = 0;             // time the calibration took (when it ran in this process)
   // "1: 14.1 ms ±2%, 2: 13.2 ms ±1%, ... per item, medians of 9 rounds (chose 2)"
   std::string text() const;
@@ -46,9 +47,12 @@ struct Calibration {
 
 // Times batches 1, 2, 4, ... up to `limit` (at most 16) with
 // interleaved_medians; stops early rather than overrun `budget_seconds`.
+// With `engines` > 1, engines - 1 more threads run forward() at the size
+// being timed the whole time, so that the timed engine shares the caches and
+// memory bandwidth as it will in the run (the timing is of one engine's calls).
 // Throws what forward() throws.
 Calibration calibrate_batch(const std::shared_ptr<const LoadedModel>& model, int limit,
-                            double budget_seconds = 4.0);
+                            double budget_seconds = 4.0, int engines = 1);
 
 // The timing alone, for tests: `time_forward(batch)` runs one forward() of
 // `batch` items and returns its seconds, and the sum of what it returned is

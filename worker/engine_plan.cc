@@ -86,7 +86,7 @@ EnginePlan plan_engine(const std::shared_ptr<const LoadedModel>& model, const Pl
   if (!request.cache_dir.empty()) {
     try {
       key = plan_key({model->dir, request.optimize, request.kernels, request.shared, limit, request.max_batch,
-                      "libtorch " + libtorch_version()});
+                      "libtorch " + libtorch_version(), request.engines});
       cached = cached_plan(*model, request, *key);
     } catch (const std::exception& e) {
       spdlog::warn("plan cache not used: {}", e.what());
@@ -126,7 +126,7 @@ EnginePlan plan_engine(const std::shared_ptr<const LoadedModel>& model, const Pl
     plan.measured = plan.cached = true;
     plan.planned_at = cached->planned_at;
   } else {
-    plan.calibration = calibrate_batch(model, limit);
+    plan.calibration = calibrate_batch(model, limit, 4.0, request.engines);
     plan.max_batch = plan.calibration.best;
     plan.measured = true;
   }

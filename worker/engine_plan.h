@@ -34,6 +34,7 @@ struct PlanRequest {
   std::string kernels = "auto";            // engine.kernels (worker/kernels/kernel_path.h)
   std::string cache_dir{};                 // the plan cache's directory; "" = no cache (plan_cache.h)
   bool replan = false;                     // measure anew and replace the cached plan
+  int engines = 1;                         // engines of the run, all busy while the batch is timed
 };
 
 // "stateful model: method _model.forward, chunk 512 + context 64 samples,

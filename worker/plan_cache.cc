@@ -101,9 +101,9 @@ PlanKey plan_key(const PlanKeyInputs& in) {
   PlanKey key;
   key.text = fmt::format(
       "model.pt {:016x}\nmodel.toml {:016x}\ncpu {}\ncorepool {}\n{}\noptimize {}, kernels {}, {}, batch limit {}, "
-      "max_batch {}\n",
+      "max_batch {}, engines {}\n",
       pt, toml, cpu_identity(), binary_identity(), in.libraries, in.optimize, in.kernels,
-      in.shared ? "shared weights" : "private weights", in.limit, in.max_batch);
+      in.shared ? "shared weights" : "private weights", in.limit, in.max_batch, in.engines);
   return key;
 }
 
@@ -138,6 +138,7 @@ std::optional<CachedPlan> read_plan(const std::string& dir, const PlanKey& key, 
       p.calibration.rounds = c.at("rounds").get<int>();
       p.calibration.settled = c.at("settled").get<bool>();
       p.calibration.seconds = c.at("seconds").get<double>();
+      p.calibration.engines = c.value("engines", 1);
       for (const json& b : c.at("costs")) {
         p.calibration.costs.push_back(
             {b.at("batch").get<int>(), b.at("ms_per_item").get<double>(), b.at("spread").get<double>()});
@@ -158,8 +159,8 @@ std::string write_plan(const std::string& dir, const PlanKey& key, const CachedP
             {"winograd_chunks", plan.winograd_chunks}, {"calibration", nullptr}};
   if (plan.measured_batch) {
     const Calibration& c = plan.calibration;
-    j["calibration"] = {{"best", c.best}, {"rounds", c.rounds}, {"settled", c.settled}, {"seconds", c.seconds},
-                        {"costs", costs_json(c.costs)}};
+    j["calibration"] = {{"best", c.best},       {"rounds", c.rounds},   {"settled", c.settled},
+                        {"engines", c.engines}, {"seconds", c.seconds}, {"costs", costs_json(c.costs)}};
   }
   const fs::path final_path = fs::path(dir) / key.file_name();
   // The pid in the temporary name: two starts planning at once each write

@@ -30,6 +30,7 @@ struct PlanKeyInputs {
   int limit = 0;             // the largest batch allowed
   int max_batch = 0;         // engine.max_batch (0 = measured)
   std::string libraries;     // e.g. "libtorch 1.13.0"
+  int engines = 1;           // engines busy during the calibration (calibrate_batch)
 };
 
 // Reads the model's files, /proc/cpuinfo and /proc/self/exe. Throws

@@ -24,7 +24,7 @@ ExecutorFactory make_executor_factory(const Config& config, std::shared_ptr<cons
   const bool process = config.mode == "process";
   const EnginePlan plan = plan_engine(
       model, {config.optimize, config.max_batch, process ? static_cast<int>(shm::kMaxBatch) : 1024, process, {},
-              config.kernels, plan_cache_dir(config), config.replan});
+              config.kernels, plan_cache_dir(config), config.replan, effective_workers(config)});
   if (plan_out) *plan_out = plan;
   Config cfg = config;
   cfg.max_batch = plan.max_batch;

@@ -450,6 +450,18 @@ TEST(CalibrateTest, MeasuresPowersOfTwoUpToTheLimitAndLogsTheChoiceWithItsSpread
   EXPECT_THAT(log, ContainsRegex("medians of [0-9]+ rounds"));
 }
 
+// With two engines the second one is busy at the size being timed: the
+// choice is still one of the sizes, and the plan line says how it was timed.
+TEST(CalibrateTest, OtherEnginesRunWhileOneIsTimed) {
+  testing::TempDir dir;
+  auto model = testing::small_model(dir);
+  const Calibration c = calibrate_batch(model, 4, 1.0, 2);
+  EXPECT_EQ(c.engines, 2);
+  ASSERT_EQ(c.costs.size(), 3u);
+  EXPECT_EQ(c.best, pick_batch(c.costs));
+  EXPECT_THAT(c.text(), HasSubstr("with 2 engines busy"));
+}
+
 // ------------------------------------------------ process mode: one sealed copy
 
 void run_child(const std::string& name) {

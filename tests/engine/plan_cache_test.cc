@@ -55,6 +55,7 @@ TEST(PlanCacheKeyTest, EveryChoiceOfTheRequestIsPartOfTheKey) {
   EXPECT_NE(base, changed([](PlanKeyInputs& in) { in.limit = 32; }));
   EXPECT_NE(base, changed([](PlanKeyInputs& in) { in.max_batch = 4; }));
   EXPECT_NE(base, changed([](PlanKeyInputs& in) { in.libraries = "libtorch y"; }));
+  EXPECT_NE(base, changed([](PlanKeyInputs& in) { in.engines = 2; }));
   const std::string text = plan_key(inputs(model)).text;
   EXPECT_THAT(text, HasSubstr("model.pt "));
   EXPECT_THAT(text, HasSubstr("cpu "));

@@ -174,13 +174,14 @@ step_g_sandbox() {
   ct nsenter -t "$main" -m sh -c 'touch /run/corepool/.ci-write && rm /run/corepool/.ci-write' ||
     { echo "its runtime directory /run/corepool is not writable"; return 1; }
   # Its mount table: the read-write mounts are its runtime directory, its
-  # private /tmp and /var/tmp, /dev/shm (the weight and channel segments) and
-  # kernel API file systems (/proc, /dev/pts, /dev/mqueue, /dev/hugepages).
+  # cache directory (CacheDirectory=: the plan cache, worker/plan_cache.h),
+  # its private /tmp and /var/tmp, /dev/shm (the weight and channel segments)
+  # and kernel API file systems (/proc, /dev/pts, /dev/mqueue, /dev/hugepages).
   local rw extra; rw=$(ct awk '$6 ~ /^rw/ { print $5 }' "/proc/$main/mountinfo" | sort -u)
   # nspawn's own /run/host mounts (the host's os-release, its propagation
   # directory) exist only in a container and stay read-write there: allowed if
   # the service's user cannot write them.
-  extra=$(grep -vxE '/run/corepool|/tmp|/var/tmp|/dev/shm|/proc|/dev/pts|/dev/mqueue|/dev/hugepages|/run/host/.*' <<<"$rw")
+  extra=$(grep -vxE '/run/corepool|/var/cache/corepool|/tmp|/var/tmp|/dev/shm|/proc|/dev/pts|/dev/mqueue|/dev/hugepages|/run/host/.*' <<<"$rw")
   local uid gid; uid=$(ct id -u corepool) gid=$(ct id -g corepool)
   for d in $(grep -xE '/run/host/.*' <<<"$rw"); do
     ct test -d "$d" || d=$(dirname "$d")
