@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 JOBS=${JOBS:-$(nproc)}
 STEPS=${STEPS:-asan tsan fuzz}
-FUZZ_TARGETS=(http_fuzz audio_fuzz config_fuzz model_config_fuzz ring_descriptor_fuzz)
+FUZZ_TARGETS=(http_fuzz websocket_fuzz audio_fuzz config_fuzz model_config_fuzz ring_descriptor_fuzz)
 export CC=${SANITIZER_CC:-clang} CXX=${SANITIZER_CXX:-clang++}
 # Any report is fatal, with a stack; leaks are reports too.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1}

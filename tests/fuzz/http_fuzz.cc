@@ -56,7 +56,7 @@ corepool::HttpResponse infer(const corepool::HttpRequest& request, const corepoo
     parsed = oip::parse_binary_infer_request(request.body, json_bytes, model, model.max_batch);
   }
   std::vector<std::vector<float>> scores(parsed.items.size(), std::vector<float>(model.labels.size(), 0.5f));
-  return {200, "application/json", oip::infer_response(model, parsed.id, scores), {}};
+  return {200, "application/json", oip::infer_response(model, parsed.id, scores), {}, nullptr};
 }
 
 // serve_routes.cc's dispatch, minus the engine: the parsing is the real code.
@@ -65,13 +65,13 @@ corepool::HttpResponse route(const corepool::HttpRequest& request, const corepoo
   try {
     if (path == "/v1/audio:tag") {
       const corepool::AudioInfo info = corepool::validate_audio_bytes("request body", request.body);
-      return {200, "application/json", "{\"frames\":" + std::to_string(info.frames) + "}", {}};
+      return {200, "application/json", "{\"frames\":" + std::to_string(info.frames) + "}", {}, nullptr};
     }
-    if (path == "/v2") return {200, "application/json", oip::server_metadata("fuzz"), {}};
+    if (path == "/v2") return {200, "application/json", oip::server_metadata("fuzz"), {}, nullptr};
     const auto model_path = oip::parse_model_path(path);
     if (!model_path || model_path->name != model.name) return http::error_response(404, "no such endpoint");
     if (model_path->action == "infer") return infer(request, model);
-    return {200, "application/json", oip::model_metadata(model), {}};
+    return {200, "application/json", oip::model_metadata(model), {}, nullptr};
   } catch (const oip::ProtocolError& e) {
     return http::error_response(400, e.what());
   } catch (const corepool::AudioError& e) {
