@@ -11,18 +11,14 @@
 #include <vector>
 
 #include "tests/e2e/corepool_cli.h"
+#include "tests/support/silero_model.h"
 #include "tools/audio_synth.h"
 #include "tools/sound_classes.h"
 
 namespace corepool {
 namespace {
 
-const std::string kDir = COREPOOL_SILERO_MODEL;
-
-bool silero_present() {
-  struct stat st {};
-  return ::stat((kDir + "/model.pt").c_str(), &st) == 0;
-}
+const std::string& kDir = testing::kSileroDir;
 
 struct Span {
   double start = 0, end = 0;
@@ -46,10 +42,7 @@ std::vector<Span> speech_of(const std::string& csv) {
 class SileroCliTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (!silero_present()) {
-      GTEST_SKIP() << "Silero VAD skipped: " << kDir << "/model.pt not found (the build copies it from "
-                   << "../shared/models/silero-vad/silero_vad.jit when that file exists; see models/README.md)";
-    }
+    SKIP_WITHOUT_SILERO();
     synth::write_samples(dir_.path() + "/demo.wav", synth::demo_samples(16000), 16000);
   }
   std::string demo() const { return dir_.path() + "/demo.wav"; }
@@ -84,7 +77,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, SileroCliTest, ::testing::Values("thread", "proc
 // serve carries no stream state yet: it refuses a stateful model at start,
 // naming the model and what to use instead, instead of failing every request.
 TEST(SileroServeTest, ServeRefusesAStatefulModelAtStartAndSaysWhy) {
-  if (!silero_present()) GTEST_SKIP() << "Silero VAD skipped: " << kDir << "/model.pt not found";
+  SKIP_WITHOUT_SILERO();
   testing::TempDir dir{"corepool-silero-serve"};
   const auto r = testing::corepool_cli({"serve", "--model", kDir, "--listen", "127.0.0.1:0", "--grpc-listen", ""}, dir);
   EXPECT_EQ(r.exit_code, 3) << r.err;

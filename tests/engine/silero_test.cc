@@ -19,6 +19,8 @@
 
 #include <torch/script.h>
 
+#include "tests/support/silero_model.h"
+
 #include "config/config.h"
 #include "supervisor/batch/stream_scorer.h"
 #include "supervisor/pool/executor_factory.h"
@@ -31,17 +33,7 @@
 namespace corepool {
 namespace {
 
-const std::string kDir = COREPOOL_SILERO_MODEL;
-
-bool silero_present() {
-  struct stat st {};
-  return ::stat((kDir + "/model.pt").c_str(), &st) == 0;
-}
-
-#define SKIP_WITHOUT_SILERO()                                                                                \
-  if (!silero_present())                                                                                    \
-  GTEST_SKIP() << "Silero VAD skipped: " << kDir << "/model.pt not found (the build copies it from "        \
-               << "../shared/models/silero-vad/silero_vad.jit when that file exists; see models/README.md)"
+const std::string& kDir = testing::kSileroDir;
 
 // Three streams: speech then silence, noise then speech, speech alone.
 const std::vector<std::vector<float>>& streams() {
