@@ -155,11 +155,7 @@ size_t AudioDecoder::read(std::vector<float>& out) {
     }
     if (rc == AVERROR_EOF) {
       ended_ = true;
-      if (error_pending_) {  // no frame after it: the data ends in damage
-        ended_damaged_ = true;
-        end_reason_ = "undecodable packet at t = " + fixed(error_at_, 2) + " s";
-      }
-      error_pending_ = false;
+      if (error_pending_) list_refused_end();
       return 0;
     }
     if (rc != AVERROR(EAGAIN)) {
@@ -246,6 +242,23 @@ void AudioDecoder::note_undecodable() {
   take_ffmpeg_message();
 }
 
+// The last packet(s) refused with no frame after them: a whole file whose
+// last block is short or damaged (ksirk's roll.wav: 249 bytes of a 512-byte
+// IMA ADPCM block; Ogg files whose last packet Vorbis refuses). Like damage in
+// the middle, it costs its stretch, not the file: what was decoded stands and
+// the stretch is listed at the end, with nothing filled in after it. Its length
+// is what the packet's estimate reaches past the decoded end (0 when the
+// packet's whole blocks were decoded and only its tail was refused). Data
+// that stops early (a partial packet, a demuxer error, fewer frames than the
+// header says) is still truncation: feed() and AudioStream check those.
+void AudioDecoder::list_refused_end() {
+  const double end = seconds(next_ts_ - first_ts_);
+  const double reach = error_at_ + seconds(error_samples_);
+  skipped_.push_back({end, std::max(0.0, reach - end), true});
+  error_pending_ = false;
+  error_samples_ = 0;
+}
+
 // A frame that starts later than the previous one ended means audio went
 // missing in between (the demuxer skipped damaged data), as does a refused
 // packet before it: the larger of the two goes out as silence before the frame.
@@ -279,7 +292,7 @@ void AudioDecoder::account(const AVFrame& frame) {
   if (!timed || gap <= tolerance || gap > int64_t(kMaxGapSeconds * rate_)) gap = 0;
   const double at = error_pending_ ? std::min(error_at_, seconds(next_ts_ - first_ts_)) : seconds(next_ts_ - first_ts_);
   if (error_pending_) gap = std::max(gap, error_samples_);
-  if (gap > 0 || error_pending_) skipped_.push_back({at, seconds(gap)});
+  if (gap > 0 || error_pending_) skipped_.push_back({at, seconds(gap), false});
   error_pending_ = false;
   error_samples_ = 0;
   gap_left_ = gap;

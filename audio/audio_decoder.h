@@ -21,10 +21,12 @@ struct AVStream;
 
 namespace corepool {
 
-// A stretch of the file that could not be decoded and came out as silence.
+// A stretch of the file that could not be decoded: in the middle it came out
+// as silence (so what follows keeps its time); at the end nothing follows it.
 struct SkippedStretch {
   double at_seconds = 0;  // from the start of the audio
   double seconds = 0;
+  bool at_end = false;    // the last packet(s), refused: dropped, not filled
 };
 
 class AudioDecoder {
@@ -52,7 +54,8 @@ class AudioDecoder {
   size_t read(std::vector<float>& out);
 
   // True once read() has returned 0 and the data ended in damage (a partial or
-  // corrupt last packet, a demuxer error) rather than at a clean end.
+  // corrupt last packet, a demuxer error) rather than at a clean end. A whole
+  // last packet that the codec refuses is not this: it is listed in skipped().
   bool ended_damaged() const { return ended_damaged_; }
   const std::string& end_reason() const { return end_reason_; }
   const std::vector<SkippedStretch>& skipped() const { return skipped_; }
@@ -64,6 +67,7 @@ class AudioDecoder {
   bool whole_frames_on_pipe(const AVPacket& packet) const;  // a short last PCM packet, not damage
   void remember_packet();
   void note_undecodable();
+  void list_refused_end();
   void account(const AVFrame& frame);  // timestamps -> gaps
   size_t append_frame(std::vector<float>& out);
   size_t append_gap(std::vector<float>& out);

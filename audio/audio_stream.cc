@@ -141,7 +141,9 @@ void AudioStream::finish_stream() const {
   const int64_t claimed = claimed_frames();
   // After a skipped stretch the count is an estimate (an MP3's bit reservoir
   // loses frames after the damage too): only a damaged end is truncation then.
-  const bool estimated = !decoder_->skipped().empty();
+  // A refused last packet (listed, at_end) ends the count without making it one.
+  const auto& skipped = decoder_->skipped();
+  const bool estimated = std::any_of(skipped.begin(), skipped.end(), [](const SkippedStretch& s) { return !s.at_end; });
   if (info_.frames_exact && !estimated && frames_read_ + info_.frames_slack < claimed) {
     throw AudioError(name_, "truncated: header says " + std::to_string(claimed) +
                                 " frames, read " + std::to_string(frames_read_),

@@ -23,7 +23,8 @@ inline nlohmann::json event_json(const Event& e) {
           {"score", rounded(e.score, 1e4)}};
 }
 
-// {"seconds": 0.288, "at": [29.99]}: how much audio was read as silence, and where.
+// {"seconds": 0.288, "at": [29.99]}: how much audio could not be decoded, and
+// where (read as silence in the middle; a refused last packet is dropped).
 inline nlohmann::json skipped_json(const std::vector<SkippedStretch>& skipped) {
   double total = 0;
   nlohmann::json at = nlohmann::json::array();
@@ -34,16 +35,24 @@ inline nlohmann::json skipped_json(const std::vector<SkippedStretch>& skipped) {
   return {{"seconds", rounded(total, 1e3)}, {"at", at}};
 }
 
-// "undecodable, read as silence: 0.29 s at t = 29.99 s, 2.04 s at t = 41.20 s"
+// "undecodable, read as silence: 0.29 s at t = 29.99 s, 2.04 s at t = 41.20 s",
+// then, if the last packet was refused, "; undecodable last packet at t =
+// 3.44 s, dropped".
 inline std::string skipped_text(const std::vector<SkippedStretch>& skipped) {
-  std::string text = "undecodable, read as silence:";
+  std::string middle, end;
   char item[96];
-  for (size_t i = 0; i < skipped.size(); ++i) {
-    std::snprintf(item, sizeof(item), "%s %.2f s at t = %.2f s", i ? "," : "", skipped[i].seconds,
-                  skipped[i].at_seconds);
-    text += item;
+  for (const SkippedStretch& s : skipped) {
+    if (s.at_end) {
+      std::snprintf(item, sizeof(item), "undecodable last packet at t = %.2f s, dropped", s.at_seconds);
+      end = item;
+      continue;
+    }
+    std::snprintf(item, sizeof(item), "%s %.2f s at t = %.2f s", middle.empty() ? "" : ",", s.seconds,
+                  s.at_seconds);
+    middle += item;
   }
-  return text;
+  if (!middle.empty()) middle = "undecodable, read as silence:" + middle;
+  return middle.empty() ? end : end.empty() ? middle : middle + "; " + end;
 }
 
 }  // namespace corepool

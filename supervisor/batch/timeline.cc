@@ -15,7 +15,7 @@ std::string timeline_line(const nlohmann::json& line) {
                   s.value("wall_seconds", 0.0), s.value("x_realtime", 0.0));
     if (s.contains("skipped")) {
       const std::string done = buf;
-      std::snprintf(buf, sizeof(buf), "%s; %.2f s undecodable, read as silence", done.c_str(),
+      std::snprintf(buf, sizeof(buf), "%s; %.2f s undecodable (see the warning)", done.c_str(),
                     s["skipped"].value("seconds", 0.0));
     }
   } else {

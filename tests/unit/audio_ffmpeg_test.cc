@@ -323,6 +323,59 @@ INSTANTIATE_TEST_SUITE_P(AudioFfmpeg, AudioFfmpegDamageTest,
                                            DamageCase{"Vorbis", "ogg", "-c:a libvorbis"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// `wav` with its data chunk cut to `keep` bytes and the RIFF and data sizes
+// rewritten to match: a whole file whose last block is short. IMA ADPCM
+// decodes in blocks of block_align bytes; FFmpeg's decoder refuses a short one
+// ("invalid number of samples in packet"), as in ksirk's roll.wav (data
+// 27,897 bytes in 512-byte blocks). Returns "" if the layout is not the
+// expected one (fmt, then fact or data).
+std::string cut_wav_data(const std::string& wav, size_t keep) {
+  auto u32 = [&](size_t at) {
+    return uint32_t(uint8_t(wav[at])) | uint32_t(uint8_t(wav[at + 1])) << 8 |
+           uint32_t(uint8_t(wav[at + 2])) << 16 | uint32_t(uint8_t(wav[at + 3])) << 24;
+  };
+  auto put = [](std::string& s, size_t at, uint32_t v) {
+    for (int b = 0; b < 4; ++b) s[at + size_t(b)] = char((v >> (8 * b)) & 0xFF);
+  };
+  size_t at = 12;
+  while (at + 8 <= wav.size() && wav.compare(at, 4, "data") != 0) at += 8 + u32(at + 4);
+  if (at + 8 > wav.size() || keep > u32(at + 4)) return "";
+  std::string out = wav.substr(0, at + 8 + keep);
+  put(out, at + 4, uint32_t(keep));
+  put(out, 4, uint32_t(out.size() - 8));
+  return out;
+}
+
+// A whole file whose last packet the codec refuses is read to there and
+// tagged; the refused packet is listed as a skipped stretch at the end rather
+// than costing the whole file (it was "truncated: the data ends in a damaged
+// packet", and four real recordings in Debian's game packages were refused so).
+TEST_F(AudioFfmpegTest, ARefusedLastPacketCostsItsStretchNotTheFile) {
+  const std::vector<float> want = reference(3.0);
+  ASSERT_TRUE(ffmpeg("-i " + path("ref.wav") + " -ar 8000 -ac 2 -c:a adpcm_ima_wav " + path("adpcm.wav")));
+  const std::string whole = slurp(path("adpcm.wav"));
+  // 8 kHz stereo IMA ADPCM: FFmpeg writes 1,024-byte blocks of 1,017 frames
+  // each; 23 whole blocks (2.92 s) and 249 bytes of the next, roll.wav's
+  // remainder (half a block still decodes).
+  const std::string cut = cut_wav_data(whole, 23 * 1024 + 249);
+  ASSERT_FALSE(cut.empty()) << "adpcm.wav: no data chunk where expected";
+  spill(path("short-block.wav"), cut);
+
+  AudioStream stream(path("short-block.wav"), kRate);
+  std::vector<float> got;
+  ASSERT_NO_THROW({
+    while (stream.read(got)) {
+    }
+  });
+  const double seconds = double(got.size()) / kRate;
+  EXPECT_NEAR(seconds, 23 * 1017 / 8000.0, 0.05) << "every whole block, and no silence after them";
+  ASSERT_EQ(stream.skipped().size(), 1u) << skipped_text(stream.skipped());
+  EXPECT_TRUE(stream.skipped()[0].at_end);
+  EXPECT_NEAR(stream.skipped()[0].at_seconds, 23 * 1017 / 8000.0, 0.05);
+  EXPECT_LT(stream.skipped()[0].seconds, 0.2);
+  EXPECT_GT(snr_db(want, got, kRate / 10), 10.0) << "the decodable part is the clip";
+}
+
 // Zero crossings per second of a pure tone: twice its frequency.
 double crossings_per_second(const std::vector<float>& x) {
   int n = 0;
@@ -371,9 +424,13 @@ TEST_F(AudioFfmpegTest, HalfHourFlacStreamsInBoundedMemory) {
 
 // What batch puts in a file's summary and prints, for the stretches above.
 TEST(SkippedReportTest, SummaryGivesTheTotalAndEachStartAndTheLineGivesEachStretch) {
-  const std::vector<SkippedStretch> skipped = {{29.9904, 0.2874}, {41.2, 2.043}};
+  const std::vector<SkippedStretch> skipped = {{29.9904, 0.2874, false}, {41.2, 2.043, false}};
   EXPECT_EQ(skipped_json(skipped), nlohmann::json::parse(R"({"seconds": 2.33, "at": [29.99, 41.2]})"));
   EXPECT_EQ(skipped_text(skipped), "undecodable, read as silence: 0.29 s at t = 29.99 s, 2.04 s at t = 41.20 s");
+  const std::vector<SkippedStretch> with_end = {{29.9904, 0.2874, false}, {59.417, 0.0, true}};
+  EXPECT_EQ(skipped_text(with_end),
+            "undecodable, read as silence: 0.29 s at t = 29.99 s; undecodable last packet at t = 59.42 s, dropped");
+  EXPECT_EQ(skipped_text({{3.439, 0.0, true}}), "undecodable last packet at t = 3.44 s, dropped");
 }
 
 }  // namespace
