@@ -18,6 +18,7 @@
 #include "audio/audio_stream.h"
 #include "audio/resampler.h"
 #include "audio/segmenter.h"
+#include "models/train/codec_roundtrip.h"
 #include "tools/sound_classes.h"
 #include "worker/features.h"
 
@@ -198,6 +199,10 @@ void label_file(const ManifestRow& row, const ModelConfig& cfg, const RealOption
     std::vector<float> heard = reference;
     if (srng.chance(0.35)) heard = band_limited(heard, cfg.sample_rate, srng.chance(0.6) ? 8000 : 11025);
     synth::augment(static_cast<synth::Label>(file_label), srng, heard, cfg.sample_rate);
+    if (srng.chance(o.codec_share)) {  // then saved as people's files are: Opus, MP3, AAC
+      const std::vector<Codec>& codecs = training_codecs();
+      heard = codec_roundtrip(heard, cfg.sample_rate, codecs[srng.index(codecs.size())]);
+    }
     label_version(reference, heard, file_label, silence, cfg, o, rng, segments, labels);
   }
 }

@@ -23,6 +23,7 @@ struct RealOptions {
   int per_file = 16;          // at most this many segments of one file (long music tracks)
   bool shift_short = true;    // a recording shorter than a segment also goes in at a random offset
   bool variants = true;       // each recording but silence also as another speaker / player / room
+  double codec_share = 0.3;   // of those variants, this share also through a lossy codec (codec_roundtrip.h)
   uint64_t seed = 1;
 };
 
@@ -30,7 +31,8 @@ struct RealOptions {
 // as recorded and, unless it is silence, once more as another speaker, player
 // or room: played 0.82-1.22 times as fast, a third of the time through a
 // telephone band, then synth::augment's microphone colour, level, background
-// noise and clipping. Each version gets one random gain that puts its loudest
+// noise and clipping, and for codec_share of them a lossy codec (Opus, MP3 or
+// AAC at 12-64 kb/s). Each version gets one random gain that puts its loudest
 // segment between -35 and -12 dBFS (silence keeps its level). A segment then
 // under -62 dBFS is silence whatever the file's label; one whose clean audio
 // is more than 30 dB under the file's loudest is a pause and is left out; the

@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 #include <torch/torch.h>
 
+#include "models/train/codec_roundtrip.h"
 #include "worker/features.h"
 
 namespace corepool::train {
@@ -38,9 +39,18 @@ ModelConfig tagger_contract(const std::string& model_toml) {
   return cfg;
 }
 
-Dataset make_dataset(const ModelConfig& cfg, synth::Split split, uint64_t seed, int per_class) {
-  const std::vector<synth::LabeledSegment> segments =
+Dataset make_dataset(const ModelConfig& cfg, synth::Split split, uint64_t seed, int per_class, double codec_share) {
+  std::vector<synth::LabeledSegment> segments =
       synth::labeled_segments(split, seed, per_class, cfg.sample_rate, cfg.segment_seconds);
+  if (codec_share > 0) {
+    // Its own stream of choices: the segments themselves are unchanged.
+    synth::Rng rng(seed ^ 0xc0dec);
+    const std::vector<Codec>& codecs = training_codecs();
+    for (synth::LabeledSegment& s : segments) {
+      if (s.label == synth::Label::kSilence || !rng.chance(codec_share)) continue;
+      s.samples = codec_roundtrip(s.samples, cfg.sample_rate, codecs[rng.index(codecs.size())]);
+    }
+  }
   FeatureExtractor fx(cfg);
   std::vector<torch::Tensor> chunks;
   std::vector<int64_t> labels;

@@ -22,7 +22,11 @@ struct Dataset {
 // speech, music, noise, silence in that order. Throws std::runtime_error naming the file.
 ModelConfig tagger_contract(const std::string& model_toml);
 
-Dataset make_dataset(const ModelConfig& cfg, synth::Split split, uint64_t seed, int per_class);
+// Synthesized segments of `split` (synth::labeled_segments). A share
+// `codec_share` of them (0 for the sets that judge, so they stay what the
+// tests pinned) goes through a lossy codec of training_codecs() first.
+Dataset make_dataset(const ModelConfig& cfg, synth::Split split, uint64_t seed, int per_class,
+                     double codec_share = 0.0);
 
 // Scores of `net.forward` for every segment, batch by batch: [N, labels].
 torch::Tensor scores(torch::jit::Module& net, const Dataset& data);

@@ -34,6 +34,7 @@ struct Options {
   std::string real;  // DEST of models/data/fetch-sources.sh; empty: synthesis only
   corepool::train::RealOptions real_options;
   std::vector<int64_t> channels = {16, 32, 48};
+  double codec_share = 0.3;  // of the synthesized training segments, through a lossy codec
 };
 
 Dataset concat(const Dataset& a, const Dataset& b) {
@@ -74,7 +75,8 @@ int run(const Options& o) {
   torch::manual_seed(o.seed);
   const corepool::ModelConfig cfg = corepool::train::tagger_contract(o.out + "/model.toml");
 
-  Dataset train = corepool::train::make_dataset(cfg, corepool::synth::Split::kTrain, o.seed, o.per_class);
+  Dataset train =
+      corepool::train::make_dataset(cfg, corepool::synth::Split::kTrain, o.seed, o.per_class, o.codec_share);
   const Dataset held = corepool::train::make_dataset(cfg, corepool::synth::Split::kHeldOutVoices, o.seed + 1000,
                                                      o.held_out_per_class);
   Dataset validation;
@@ -137,6 +139,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000000))->capture_default_str();
   app.add_option("--real-per-file", o.real_options.per_file, "at most this many segments of one recording")
       ->check(CLI::Range(1, 100000))->capture_default_str();
+  app.add_option("--codec-share", o.codec_share, "share of synthesized training segments through a lossy codec")
+      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  app.add_option("--real-codec-share", o.real_options.codec_share,
+                 "share of the real recordings' variants through a lossy codec")
+      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
   app.add_option("--channels", o.channels, "output channels of each 3x3 convolution block")->delimiter(',')
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
