@@ -13,7 +13,7 @@ mkdir -p "$dest/debs" "$dest/pkgs"
 dest=$(cd "$dest" && pwd)
 
 # Recordings only: the packages also hold pictures, texts and tracker modules.
-audio_ext='\.(wav|ogg|oga|opus|mp3|flac)$'
+audio_ext='\.(wav|ogg|oga|opus|mp3|flac|wv)$'
 
 fetch() {  # package version sha256
   local pkg=$1 ver=$2 sum=$3 deb
