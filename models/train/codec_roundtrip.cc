@@ -115,6 +115,7 @@ Decoded through(const std::vector<float>& x, int rate, const Codec& codec) {
   std::unique_ptr<AVPacket, FreePacket> packet(av_packet_alloc());
   const int frame_size = e->frame_size > 0 ? e->frame_size : 1024;
   Decoded decoded;
+  int packets = 0, refused = 0;
   auto drain_decoder = [&] {
     while (avcodec_receive_frame(d.get(), out.get()) == 0) {
       decoded.rate = out->sample_rate;
@@ -127,7 +128,21 @@ Decoded through(const std::vector<float>& x, int rate, const Codec& codec) {
       const int rc = avcodec_receive_packet(e.get(), packet.get());
       if (rc == AVERROR(EAGAIN) || rc == AVERROR_EOF) return;
       if (rc < 0) fail(codec, "encoding failed");
-      if (avcodec_send_packet(d.get(), packet.get()) < 0) fail(codec, "the decoder refused a packet");
+      ++packets;
+      int sent = avcodec_send_packet(d.get(), packet.get());
+      if (sent == AVERROR(EAGAIN)) {  // frames to take first
+        drain_decoder();
+        sent = avcodec_send_packet(d.get(), packet.get());
+      }
+      if (sent < 0) {
+        // FFmpeg's own AAC encoder now and then writes a packet its decoder
+        // refuses (loud, clipped input). A player conceals it; here it is a
+        // frame of silence, as corepool's decoder reads a refused packet, so
+        // what follows stays in time.
+        ++refused;
+        const int out_rate = d->sample_rate > 0 ? d->sample_rate : rate;
+        decoded.samples.insert(decoded.samples.end(), size_t(int64_t(frame_size) * out_rate / rate), 0.0f);
+      }
       av_packet_unref(packet.get());
       drain_decoder();
     }
@@ -148,6 +163,9 @@ Decoded through(const std::vector<float>& x, int rate, const Codec& codec) {
   drain_encoder();
   avcodec_send_packet(d.get(), nullptr);
   drain_decoder();
+  if (refused * 2 > packets) {
+    fail(codec, "the decoder refused " + std::to_string(refused) + " of " + std::to_string(packets) + " packets");
+  }
   return decoded;
 }
 

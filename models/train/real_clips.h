@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "config/model_config.h"
 #include "models/train/tagger_data.h"
@@ -38,6 +39,12 @@ struct RealOptions {
 // is more than 30 dB under the file's loudest is a pause and is left out; the
 // rest take the file's label. Files that fail to decode are named on stderr
 // and skipped. Throws std::runtime_error if the manifest is missing.
+// How many segments each source gives to a label's budget of `budget`, from
+// how many each has (`sizes`): by the square root of its size, a source with
+// less than its share giving all it has and the rest shared again. The sum is
+// min(budget, sum of sizes).
+std::vector<size_t> source_quotas(const std::vector<size_t>& sizes, size_t budget);
+
 Dataset real_dataset(const ModelConfig& cfg, const std::string& dest, RealSplit split, const RealOptions& options);
 
 }  // namespace corepool::train
