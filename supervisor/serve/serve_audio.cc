@@ -34,8 +34,10 @@ class TagState {
     ++submitted_;
   }
   void on_result(SegmentResult&& r);
-  // Decoding is over: `total` segments, `duration` seconds of audio, or an error.
-  void end_reading(uint64_t total, double duration, int status, const std::string& error);
+  // Decoding is over: `total` segments, `duration` seconds of audio (with the
+  // stretches that could not be decoded), or an error.
+  void end_reading(uint64_t total, double duration, std::vector<SkippedStretch> skipped, int status,
+                   const std::string& error);
   // The client left: queued segments dropped, nothing sent, counted.
   void cancel();
 
@@ -55,6 +57,7 @@ class TagState {
   uint64_t stream_ = 0;
   uint64_t submitted_ = 0, completed_ = 0, total_ = 0;
   double duration_ = 0;
+  std::vector<SkippedStretch> skipped_;
   bool reading_done_ = false;
   int status_ = 200;
   std::string error_;
@@ -87,11 +90,13 @@ void TagState::on_result(SegmentResult&& r) {
   maybe_finish();
 }
 
-void TagState::end_reading(uint64_t total, double duration, int status, const std::string& error) {
+void TagState::end_reading(uint64_t total, double duration, std::vector<SkippedStretch> skipped, int status,
+                           const std::string& error) {
   std::lock_guard<std::mutex> lock(mu_);
   reading_done_ = true;
   total_ = total;
   duration_ = duration;
+  skipped_ = std::move(skipped);
   if (status != 200) fail(status, error);
   maybe_finish();
 }
@@ -107,12 +112,15 @@ void TagState::maybe_finish() {
   }
   if (status_ == 200) {
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    reply_.json(200, json{{"model", model().name},
-                          {"duration", rounded(duration_, 1e3)},
-                          {"segments", total_},
-                          {"wall_seconds", rounded(wall, 1e3)},
-                          {"events", std::move(events_)}}
-                         .dump());
+    json answer = {{"model", model().name},
+                   {"duration", rounded(duration_, 1e3)},
+                   {"segments", total_},
+                   {"wall_seconds", rounded(wall, 1e3)},
+                   {"events", std::move(events_)}};
+    // As batch's summary: what could not be decoded, and where (a damaged
+    // stretch costs that stretch, not the request).
+    if (!skipped_.empty()) answer["skipped"] = skipped_json(skipped_);
+    reply_.json(200, answer.dump());
   } else {
     reply_.error(status_, error_);
   }
@@ -252,9 +260,10 @@ void AudioTagger::tag(Job& job) {
     error = std::string(kBodyName) + ": " + e.what();
     spdlog::error("audio:tag: {}", error);
   }
+  std::vector<SkippedStretch> skipped = stream->skipped();
   stream.reset();
-  state->end_reading(segmenter.segments_emitted(),
-                     static_cast<double>(segmenter.samples_pushed()) / model.sample_rate, status, error);
+  state->end_reading(segmenter.segments_emitted(), static_cast<double>(segmenter.samples_pushed()) / model.sample_rate,
+                     std::move(skipped), status, error);
 }
 
 }  // namespace corepool

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/ffmpeg_cli.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 #include "tools/audio_synth.h"
@@ -27,10 +28,7 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using nlohmann::json;
 
-bool ffmpeg(const std::string& args) {
-  return std::system(("ffmpeg -nostdin -hide_banner -loglevel error -y " + args).c_str()) == 0;
-}
-
+using testing::ffmpeg;
 testing::ProcessResult batch(std::vector<std::string> args, const testing::TempDir& dir) {
   args.insert(args.begin(), {COREPOOL_BIN, "--log-level", "warn", "batch", "--model", COREPOOL_DEFAULT_MODEL,
                              "--out", "-", "--no-progress"});

@@ -25,6 +25,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/ffmpeg_cli.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/wait.h"
@@ -41,12 +42,8 @@ using namespace std::chrono_literals;
 
 constexpr int kRate = 16000;
 
-bool have_ffmpeg() { return std::system("ffmpeg -version > /dev/null 2>&1") == 0; }
-
-bool ffmpeg(const std::string& args) {
-  return std::system(("ffmpeg -nostdin -hide_banner -loglevel error -y " + args).c_str()) == 0;
-}
-
+using testing::ffmpeg;
+using testing::have_ffmpeg;
 std::vector<std::string> batch_argv(std::vector<std::string> args) {
   args.insert(args.begin(), {COREPOOL_BIN, "--log-level", "warn", "batch", "--model", COREPOOL_DEFAULT_MODEL,
                              "--no-progress"});

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/ffmpeg_cli.h"
 #include "tests/support/notify_listener.h"
 #include "tests/e2e/infer_support.h"
 #include "tests/e2e/serve_support.h"
@@ -226,6 +227,32 @@ TEST_P(ServeModeTest, AudioTagAnswersTheEventsBatchWrites) {
   EXPECT_EQ(out["events"], expected);
   EXPECT_NEAR(out["duration"].get<double>(), synth::duration_seconds(synth::demo_of_seconds(20)), 1e-3);
   EXPECT_EQ(out["model"], "default");
+  EXPECT_EQ(server.stop().exit_code, 0);
+}
+
+// A damaged stretch costs the stretch, not the request: the answer lists it
+// as batch's summary does (an MP3 made by the ffmpeg tool, 2 kB flipped in
+// its middle).
+TEST_P(ServeModeTest, AudioTagOfADamagedMp3ListsWhatCouldNotBeDecoded) {
+  if (!testing::have_ffmpeg()) GTEST_SKIP() << "the ffmpeg command-line tool is not installed (make deps)";
+  const std::string wav = dir_.path() + "/demo.wav", mp3 = dir_.path() + "/demo.mp3";
+  const auto spec = synth::demo_of_seconds(20);
+  const double seconds = synth::duration_seconds(spec);
+  synth::write_audio(wav, spec);
+  ASSERT_TRUE(testing::ffmpeg("-i " + wav + " " + mp3));
+  std::string bytes = testing::read_file(mp3);
+  for (size_t i = bytes.size() / 2; i < bytes.size() / 2 + 2000; ++i) bytes[i] = char(bytes[i] ^ 0x5A);
+  std::ofstream(mp3, std::ios::binary | std::ios::trunc) << bytes;
+  ServeProcess server(dir_, mode_args());
+  ASSERT_TRUE(server.started()) << server.log();
+  const HttpAnswer a = post_file(dir_, server.url("/v1/audio:tag"), mp3);
+  ASSERT_EQ(a.code, 200) << a.body;
+  const json out = json::parse(a.body);
+  ASSERT_TRUE(out.contains("skipped")) << a.body;
+  EXPECT_GT(out["skipped"]["seconds"].get<double>(), 0.0);
+  EXPECT_NEAR(out["skipped"]["at"][0].get<double>(), seconds / 2, 2.0);
+  EXPECT_NEAR(out["duration"].get<double>(), seconds, 0.2);
+  EXPECT_FALSE(out["events"].empty());
   EXPECT_EQ(server.stop().exit_code, 0);
 }
 
