@@ -64,14 +64,14 @@ void render_doors(std::string& out, const ServeSnapshot& s) {
       .sample("", s.lame_duck ? 1 : 0);
 }
 
-// The WebSocket audio streams: per open stream (a bounded set: serve.max_streams)
-// and in total since start.
+// The audio streams (WebSockets and gRPC sequences): per open stream (a
+// bounded set: serve.max_streams) and in total since start.
 void render_streams(std::string& out, const ServeSnapshot& s) {
-  Family(out, "corepool_streams_open", "gauge", "WebSocket audio streams open now.")
+  Family(out, "corepool_streams_open", "gauge", "Audio streams open now (WebSocket and gRPC sequences).")
       .sample("", double(s.streams.size()));
-  Family(out, "corepool_streams_total", "counter", "WebSocket audio streams opened since start.")
+  Family(out, "corepool_streams_total", "counter", "Audio streams opened since start.")
       .sample("", double(s.stream_totals.streams));
-  Family(out, "corepool_streams_refused_total", "counter", "Stream upgrades answered 503: serve.max_streams open.")
+  Family(out, "corepool_streams_refused_total", "counter", "Streams refused because serve.max_streams were open.")
       .sample("", double(s.streams_refused_full));
   Family ended(out, "corepool_streams_closed_total", "counter", "Streams ended, by how.");
   for (const auto& [how, n] : s.streams_closed) ended.sample(label("how", how), double(n));
@@ -94,6 +94,9 @@ void render_streams(std::string& out, const ServeSnapshot& s) {
              "Frames a stream dropped because its client did not read them; stream=\"all\" since start.",
              [](const StreamStat& st) { return double(st.dropped); })
       .sample(all, double(s.stream_totals.dropped));
+  per_stream("corepool_stream_lag_seconds", "gauge",
+             "Audio each open stream has received whose events are not decided yet (its results are not all in).",
+             [](const StreamStat& st) { return st.lag_seconds; });
 }
 
 void render_executor(std::string& out, const ServeSnapshot& s) {

@@ -48,7 +48,7 @@ TEST(ServeMetricsTest, EachFamilyHasOneHelpAndTypeLine) {
 // lines, never after another family's (a scraper refuses the page otherwise).
 TEST(ServeMetricsTest, EverySampleFollowsItsOwnFamilysTypeLineWithStreamsOpen) {
   ServeSnapshot s;
-  s.streams = {StreamStat{1, 2.5, 3, 0}, StreamStat{2, 1.0, 0, 1}};
+  s.streams = {StreamStat{1, 2.5, 3, 0, 0.5}, StreamStat{2, 1.0, 0, 1, 0.25}};
   const std::string text = ServeMetrics().render(s);
   std::string family;
   size_t samples = 0;
@@ -66,6 +66,8 @@ TEST(ServeMetricsTest, EverySampleFollowsItsOwnFamilysTypeLineWithStreamsOpen) {
   }
   EXPECT_GT(samples, 10u);
   EXPECT_THAT(text, HasSubstr("corepool_stream_events{stream=\"1\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_stream_lag_seconds{stream=\"2\"} 0.25\n"));
+  EXPECT_THAT(text, Not(HasSubstr("corepool_stream_lag_seconds{stream=\"all\"}")));  // a gauge of open streams only
 }
 
 TEST(ServeMetricsTest, SnapshotPartsAppearWithTheirLabels) {
