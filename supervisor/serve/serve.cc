@@ -125,6 +125,7 @@ ExitCode ServeProcess::start_grpc(const std::vector<ListenFd>& inherited) {
   GrpcPlan plan = grpc_plan(config_, inherited);
   if (!plan.enabled) return ExitCode::kOk;
   plan.options.doors = doors_.get();
+  plan.options.streams = streams_.get();
   grpc_ = std::make_unique<GrpcServer>(*service_, plan.options);
   try {
     grpc_->start();
