@@ -56,11 +56,11 @@ def wait_for(predicate, timeout, what):
 class Server:
     """One `corepool serve` with HTTP and gRPC on ports it picked."""
 
-    def __init__(self, workdir, serve_lines=""):
-        self.config = os.path.join(workdir, "serve.toml")
+    def __init__(self, workdir, serve_lines="", idle_s=20):
+        self.config = os.path.join(workdir, "serve-%d.toml" % idle_s)
         with open(self.config, "w") as f:
-            f.write("[engine]\nworkers = 2\n[serve]\nstream_idle_s = 20\n" + serve_lines + "\n")
-        self.log_path = os.path.join(workdir, "serve.log")
+            f.write("[engine]\nworkers = 2\n[serve]\nstream_idle_s = %d\n%s\n" % (idle_s, serve_lines))
+        self.log_path = self.config + ".log"
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen([ARGS.corepool, "--log-level", "info", "--config", self.config, "serve",
                                       "--mode", ARGS.mode, "--model", ARGS.model, "--listen", "127.0.0.1:0",
@@ -299,6 +299,48 @@ class StreamInfer(unittest.TestCase):
         for error, says in zip(got.errors, expected):
             self.assertIn(says, error)
         self.assertEqual(set(got.finals), {21, 22, 23})  # the call went on
+
+
+class Ends(unittest.TestCase):
+    """A sequence the client leaves open ends at the idle timeout or at the
+    server's stop, each with its final response saying so."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.addCleanup(self.dir.cleanup)
+        self.pcm = b"\x00\x00" * 16000  # 1 s of silence
+
+    def open_sequence(self, server):
+        got = Collector()
+        stream = Stream(server.stub, got)
+        stream.async_stream_infer("default", self.pcm, sequence_id=1, sequence_start=True,
+                                  parameters={"sample_rate": 16000})
+        return got, stream
+
+    def test_an_idle_sequence_gets_its_final_response_and_the_call_goes_on(self):
+        server = Server(self.dir.name, idle_s=1)
+        self.addCleanup(server.stop)
+        got, stream = self.open_sequence(server)
+        wait_for(lambda: 1 in got.finals, 10, "the idle sequence's final response")
+        self.assertEqual(got.finals[1]["end"], "idle")
+        self.assertEqual([e["label"] for e in got.events[1]], ["silence"])
+        send_sequence(stream, 2, [self.pcm])  # the call is still good for another sequence
+        stream.stop_stream()
+        self.assertEqual(got.errors, [])
+        self.assertEqual(got.finals[2]["end"], "end")
+
+    def test_sigterm_flushes_an_open_sequence_and_ends_the_call(self):
+        server = Server(self.dir.name)
+        got, stream = self.open_sequence(server)
+        wait_for(lambda: "corepool_streams_open 1" in server.metrics(), 10, "the sequence to open")
+        server.proc.terminate()
+        stream.reader.join(60)  # the call ends without the client ending it
+        self.assertFalse(stream.reader.is_alive(), "the call did not end at the server's stop")
+        self.assertEqual(got.errors, [])
+        self.assertEqual(got.finals[1]["end"], "server_stop")
+        self.assertEqual([e["label"] for e in got.events[1]], ["silence"])
+        server.stop()  # exit code 0
+        stream.requests.put(None)
 
 
 class WorkerKilled(unittest.TestCase):
