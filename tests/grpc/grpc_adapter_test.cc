@@ -20,7 +20,7 @@
 
 #include "supervisor/grpc/grpc_server.h"
 #include "supervisor/grpc/grpc_service.h"
-#include "supervisor/grpc/grpc_stream.h"
+#include "supervisor/grpc/grpc_stream_chunk.h"
 #include "supervisor/grpc/proto/grpc_service.grpc.pb.h"
 #include "tests/support/wait.h"
 
