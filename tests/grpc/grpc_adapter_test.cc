@@ -628,6 +628,7 @@ class GrpcStreamTest : public GrpcAdapterTest {
     options.listen = "127.0.0.1:0";
     options.max_message_bytes = 1 << 20;
     options.streams = &streams_;
+    options.doors = &doors_;  // a token set, and no test sends it: streams pass no door, like ModelInfer
     start(options);
   }
 
@@ -683,6 +684,7 @@ class GrpcStreamTest : public GrpcAdapterTest {
   }
 
   FakeStreams streams_;
+  triton::Doors doors_{"s3cret", false};
 };
 
 TEST_F(GrpcStreamTest, TwoSequencesOnOneStreamGetTheirOwnEventsThenEachAFinalResponse) {
@@ -705,6 +707,7 @@ TEST_F(GrpcStreamTest, TwoSequencesOnOneStreamGetTheirOwnEventsThenEachAFinalRes
   std::lock_guard<std::mutex> lock(streams_.mu_);
   EXPECT_EQ(streams_.queries,
             (std::vector<std::string>{"sample_rate=16000&format=s16le", "sample_rate=16000&format=f32le"}));
+  EXPECT_EQ(doors_.refused_unauthenticated(), 0u);
 }
 
 TEST_F(GrpcStreamTest, ClosingTheSendingSideEndsTheSequencesStillOpenWithTheirFinalResponse) {
