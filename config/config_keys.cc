@@ -152,7 +152,8 @@ std::vector<ConfigKey> make_keys() {
               "SIGTERM: /v2/health/ready answers 503 at once while every other request is still served this "
               "many seconds, then the listener closes and work drains (drain_timeout_s); 0 = close at once"),
       integer("serve.max_streams", &Config::max_streams, 1, 10000, R::kRestart, none,
-              "WebSocket audio streams (/v2/models/NAME/audio/stream) open at once; one more is answered 503"),
+              "audio streams open at once, WebSockets (/v2/models/NAME/audio/stream) and gRPC ModelStreamInfer "
+              "sequences together; one more is refused (503, or an error_message)"),
       integer("serve.stream_idle_s", &Config::stream_idle_s, 1, 86400, R::kRestart, none,
               "a stream that sends no audio for this many seconds is flushed (its events and summary sent) and "
               "closed"),

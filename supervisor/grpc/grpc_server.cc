@@ -44,7 +44,7 @@ GrpcServer::~GrpcServer() {
 }
 
 void GrpcServer::start() {
-  rpcs_ = std::make_unique<grpc_api::InferenceService>(service_, options_.doors);
+  rpcs_ = std::make_unique<grpc_api::InferenceService>(service_, options_.doors, options_.streams);
   grpc::ServerBuilder builder;
   if (!options_.listen.empty()) builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port_);
   // gRPC binds with SO_REUSEPORT by default: a second server on the same port

@@ -14,6 +14,7 @@
 
 #include "config/config.h"
 #include "supervisor/systemd/listen_fds.h"
+#include "supervisor/triton/audio_streams.h"
 #include "supervisor/triton/doors.h"
 #include "supervisor/triton/triton_service.h"
 
@@ -33,6 +34,9 @@ struct GrpcOptions {
   // Who may load, unload and register shared memory (serve's one Doors, shared
   // with HTTP; must outlive stop()). nullptr: no check (tests of the adapter alone).
   triton::Doors* doors = nullptr;
+  // Where ModelStreamInfer's sequences are opened (serve's StreamRegistry;
+  // must outlive stop()). nullptr: each sequence is refused with the reason.
+  AudioStreams* streams = nullptr;
 };
 
 // What serve's config and sockets say: socket-activated, only the fd named

@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "supervisor/grpc/grpc_infer.h"
+#include "supervisor/grpc/grpc_stream.h"
 
 namespace corepool::grpc_api {
 namespace {
@@ -186,8 +187,8 @@ using Reactor = grpc::ServerUnaryReactor;
 using Context = grpc::CallbackServerContext;
 using grpc::Status;
 
-InferenceService::InferenceService(triton::Service& service, triton::Doors* doors)
-    : service_(service), doors_(doors) {
+InferenceService::InferenceService(triton::Service& service, triton::Doors* doors, AudioStreams* streams)
+    : service_(service), doors_(doors), streams_(streams) {
   // Triton's method names, in grpc_service.proto's order.
   add("/inference.GRPCInferenceService/ServerLive", "live", &InferenceService::server_live);
   add("/inference.GRPCInferenceService/ServerReady", "ready", &InferenceService::server_ready);
@@ -196,6 +197,11 @@ InferenceService::InferenceService(triton::Service& service, triton::Doors* door
   add("/inference.GRPCInferenceService/ModelMetadata", "model_metadata", &InferenceService::model_metadata);
   add_raw("/inference.GRPCInferenceService/ModelInfer",
           [this](Context* ctx, const grpc::ByteBuffer* in, grpc::ByteBuffer* out) { return model_infer(ctx, in, out); });
+  // Bidirectional; like ModelInfer, open to every client (the doors guard model control only).
+  AddMethod(new grpc::internal::RpcServiceMethod("/inference.GRPCInferenceService/ModelStreamInfer",
+                                                 grpc::internal::RpcMethod::BIDI_STREAMING, nullptr));
+  MarkMethodRawCallback(methods_++, new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+                                        [this](Context*) { return start_stream_infer(service_, streams_); }));
   add("/inference.GRPCInferenceService/ModelConfig", "model_config", &InferenceService::model_config);
   add("/inference.GRPCInferenceService/ModelStatistics", "statistics", &InferenceService::model_statistics);
   add("/inference.GRPCInferenceService/RepositoryIndex", "repository_index", &InferenceService::repository_index);

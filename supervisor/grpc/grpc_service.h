@@ -2,7 +2,8 @@
 // adapter (parse the message, ask the Service, turn its JSON into the reply
 // with JsonStringToMessage). Runs on gRPC's callback threads, never on the
 // HTTP loop; nothing here blocks: ModelInfer and RepositoryModelLoad finish
-// from the Service's completion callback. Owned by GrpcServer; the Service
+// from the Service's completion callback, ModelStreamInfer's responses come
+// from its sequences' threads (grpc_stream.h). Owned by GrpcServer; the Service
 // must outlive it.
 //
 // Every method is registered "raw" (bytes in, bytes out) and parses its own
@@ -16,6 +17,7 @@
 #include <grpcpp/impl/service_type.h>
 
 #include "supervisor/grpc/proto/grpc_service.pb.h"
+#include "supervisor/triton/audio_streams.h"
 #include "supervisor/triton/doors.h"
 #include "supervisor/triton/triton_service.h"
 
@@ -26,8 +28,9 @@ grpc::StatusCode status_code(triton::Code code);
 
 class InferenceService final : public grpc::Service {
  public:
-  // `doors` (may be null: no check) guards load, unload and shm (un)registration.
-  InferenceService(triton::Service& service, triton::Doors* doors);
+  // `doors` (may be null: no check) guards load, unload and shm (un)registration;
+  // `streams` (may be null: refused) opens ModelStreamInfer's sequences.
+  InferenceService(triton::Service& service, triton::Doors* doors, AudioStreams* streams = nullptr);
 
  private:
   using Context = grpc::CallbackServerContext;
@@ -67,6 +70,7 @@ class InferenceService final : public grpc::Service {
 
   triton::Service& service_;
   triton::Doors* doors_;
+  AudioStreams* streams_;
   int methods_ = 0;
 };
 

@@ -97,7 +97,8 @@ ExitCode ServeProcess::start() {
     return ExitCode::kModelError;
   }
   audio_ = std::make_unique<AudioTagger>(config_.audio_threads, static_cast<size_t>(config_.max_audio_requests));
-  streams_ = std::make_unique<StreamRegistry>(config_.max_streams);
+  streams_ = std::make_unique<StreamRegistry>(config_.max_streams, config_.stream_idle_s, *service_,
+                                              [this] { return current(); });
   routes_ = std::make_unique<ServeRoutes>(*service_, *this, metrics_, *audio_, *doors_, *streams_,
                                           config_.retry_after_s, config_.stream_idle_s);
   http_ = std::make_unique<HttpServer>(http_options(inherited));
@@ -124,6 +125,7 @@ ExitCode ServeProcess::start_grpc(const std::vector<ListenFd>& inherited) {
   GrpcPlan plan = grpc_plan(config_, inherited);
   if (!plan.enabled) return ExitCode::kOk;
   plan.options.doors = doors_.get();
+  plan.options.streams = streams_.get();
   grpc_ = std::make_unique<GrpcServer>(*service_, plan.options);
   try {
     grpc_->start();

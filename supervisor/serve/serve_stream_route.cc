@@ -2,15 +2,15 @@
 // refused here with a plain HTTP answer, before the upgrade (RFC 6455 4.2.2):
 // a request that is no WebSocket handshake (400, or 426 for another version),
 // an unknown or unloaded model (404 / 503), a bad query (400 naming the
-// parameter), serve.max_streams open (503 + Retry-After). What passes gets a
-// StreamSession as the connection's handler and a 101.
+// parameter), serve.max_streams open (503 + Retry-After): StreamRegistry::
+// open() decides. What passes gets a WsStreamHandler over its stream as the
+// connection's handler and a 101.
 #include <boost/algorithm/string/predicate.hpp>
 #include <nlohmann/json.hpp>
 
-#include "audio/pcm_stream.h"
 #include "supervisor/http/websocket_frame.h"
 #include "supervisor/serve/serve_routes.h"
-#include "supervisor/serve/stream_session.h"
+#include "supervisor/serve/ws_stream.h"
 
 namespace corepool {
 namespace {
@@ -51,30 +51,22 @@ void ServeRoutes::audio_stream(HttpRequest& request, const Reply& reply, const s
     return reply.send(refusal(426, "Sec-WebSocket-Version: only 13 (RFC 6455)", "Sec-WebSocket-Version", "13"));
   }
   const std::string model = path.substr(11, path.size() - 11 - 13);  // between /v2/models/ and /audio/stream
-  std::shared_ptr<Generation> gen = context_.current();
-  if (const triton::Status ready = service_.model_ready(model, ""); !ready.ok()) return fail(reply, ready);
   const size_t q = request.target.find('?');
-  const PcmSpecOrError query = parse_pcm_query(q == std::string::npos ? "" : std::string_view(request.target).substr(q + 1));
-  if (!query.spec) return reply.error(400, "query: " + query.error);
-  if (!streams_.reserve()) {
-    return reply.error(503, "too many streams: serve.max_streams are open; retry later", retry_after_s_);
-  }
-  std::shared_ptr<StreamSession> session;
-  try {
-    session = std::make_shared<StreamSession>(streams_.next_id(), std::move(gen), *query.spec, reply.websocket(),
-                                              streams_, stream_idle_s_);
-  } catch (const std::exception& e) {  // soxr refused the rates
-    streams_.unreserve();
-    return reply.error(400, std::string("query: ") + e.what());
+  const std::string_view query = q == std::string::npos ? "" : std::string_view(request.target).substr(q + 1);
+  AudioStreams::Opened opened = streams_.open(model, query, std::make_unique<WsStreamOutput>(reply.websocket()));
+  switch (opened.status.code) {
+    case triton::Code::kOk: break;
+    case triton::Code::kInvalidArgument: return reply.error(400, "query: " + opened.status.message);
+    case triton::Code::kResourceExhausted: return reply.error(503, opened.status.message, retry_after_s_);
+    default: return fail(reply, opened.status);
   }
   HttpResponse r;
   r.status = 101;
   r.content_type.clear();
   r.headers = {{"Upgrade", "websocket"}, {"Sec-WebSocket-Accept", ws::accept_key(*header(request, "sec-websocket-key"))}};
-  r.upgrade = session;
-  streams_.add(session);
-  reply.send(std::move(r));  // posted before any frame the session sends: the 101 goes first
-  session->start();
+  r.upgrade = std::make_shared<WsStreamHandler>(opened.stream, stream_idle_s_);
+  reply.send(std::move(r));  // posted before any frame the stream sends: the 101 goes first
+  opened.stream->start();
 }
 
 }  // namespace corepool

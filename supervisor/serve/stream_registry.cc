@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "audio/pcm_stream.h"
 #include "supervisor/serve/stream_session.h"
 
 namespace corepool {
@@ -18,6 +19,46 @@ void add_stat(StreamTotals& into, const StreamStat& s) {
 
 }  // namespace
 
+// Refused in the order a client fixes things: the model, the format, then
+// the cap (a slot is taken only for a stream that can start).
+AudioStreams::Opened StreamRegistry::open(const std::string& model, std::string_view pcm_query,
+                                          std::unique_ptr<StreamOutput> output) {
+  Opened opened;
+  std::shared_ptr<Generation> gen = current_();
+  if (opened.status = service_.model_ready(model, ""); !opened.status.ok()) return opened;
+  const PcmSpecOrError query = parse_pcm_query(pcm_query);
+  if (!query.spec) {
+    opened.status = {triton::Code::kInvalidArgument, query.error};
+    return opened;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_) {
+      opened.status = {triton::Code::kUnavailable, "the server is shutting down"};
+      return opened;
+    }
+  }
+  if (!reserve()) {
+    opened.status = {triton::Code::kResourceExhausted, "too many streams: serve.max_streams (" +
+                                                           std::to_string(max_streams_) + ") are open; retry later"};
+    return opened;
+  }
+  std::shared_ptr<StreamSession> session;
+  try {
+    session = std::make_shared<StreamSession>(++ids_, std::move(gen), *query.spec, std::move(output), *this, idle_s_);
+  } catch (const std::exception& e) {  // soxr refused the rates
+    std::lock_guard<std::mutex> lock(mu_);
+    --reserved_;
+    opened.status = {triton::Code::kInvalidArgument, e.what()};
+    return opened;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  ++finished_.streams;
+  sessions_.push_back(session);
+  opened.stream = std::move(session);
+  return opened;
+}
+
 bool StreamRegistry::reserve() {
   reap();
   std::lock_guard<std::mutex> lock(mu_);
@@ -29,21 +70,10 @@ bool StreamRegistry::reserve() {
   return true;
 }
 
-void StreamRegistry::add(std::shared_ptr<StreamSession> session) {
+void StreamRegistry::count_closed(const std::string& how) {
   std::lock_guard<std::mutex> lock(mu_);
-  ++finished_.streams;
-  sessions_.push_back(std::move(session));
-}
-
-void StreamRegistry::unreserve() {
-  std::lock_guard<std::mutex> lock(mu_);
-  --reserved_;
-}
-
-void StreamRegistry::count_closed(const std::string& reason) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = std::find_if(closed_.begin(), closed_.end(), [&](const auto& p) { return p.first == reason; });
-  if (it == closed_.end()) closed_.emplace_back(reason, 1);
+  auto it = std::find_if(closed_.begin(), closed_.end(), [&](const auto& p) { return p.first == how; });
+  if (it == closed_.end()) closed_.emplace_back(how, 1);
   else ++it->second;
 }
 
@@ -77,9 +107,10 @@ void StreamRegistry::stop() {
   std::vector<std::shared_ptr<StreamSession>> all;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = true;
     all = sessions_;
   }
-  for (const auto& s : all) s->on_server_stop();
+  for (const auto& s : all) s->end(StreamEnd::kServerStop, "the server is shutting down");
   for (const auto& s : all) s->join();
   reap();
 }

@@ -1,47 +1,56 @@
-// The WebSocket audio streams of `corepool serve` (/v2/models/NAME/audio/stream):
-// the cap (serve.max_streams), the live sessions and their counters for
-// /metrics, and the threads to join at shutdown. Owned by ServeProcess;
-// routes reserve a slot before the upgrade (a full registry is a 503 there),
-// sessions report to it from their own threads. Thread-safe.
+// The audio streams of `corepool serve` (WebSockets at /v2/models/NAME/audio/
+// stream, sequences of gRPC's ModelStreamInfer): opens them (AudioStreams),
+// keeps the cap (serve.max_streams), the live sessions and their counters for
+// /metrics, and the threads to join at shutdown. Owned by ServeProcess; the
+// wires open streams here (a full registry is their refusal), sessions
+// report to it from their own threads. Thread-safe.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "supervisor/triton/audio_streams.h"
+#include "supervisor/triton/serve_generation.h"
 #include "supervisor/triton/serve_metrics.h"
+#include "supervisor/triton/triton_service.h"
 
 namespace corepool {
 
 class StreamSession;
 
-class StreamRegistry {
+class StreamRegistry final : public AudioStreams {
  public:
-  explicit StreamRegistry(int max_streams) : max_streams_(max_streams) {}
+  // `current`: the generation new streams go to; `service` says whether a model is ready.
+  StreamRegistry(int max_streams, int idle_s, triton::Service& service,
+                 std::function<std::shared_ptr<Generation>()> current)
+      : max_streams_(max_streams), idle_s_(idle_s), service_(service), current_(std::move(current)) {}
   ~StreamRegistry() { stop(); }
 
-  // A slot for a new stream, or false (counted) when max_streams are open.
-  bool reserve();
-  // The slot's session, once upgraded; or give the slot back (the upgrade failed).
-  void add(std::shared_ptr<StreamSession> session);
-  void unreserve();
-  // A stream refused after its upgrade (bad frames, queue full, ...) by reason, for /metrics.
-  void count_closed(const std::string& reason);
-  uint64_t next_id() { return ++ids_; }
+  Opened open(const std::string& model, std::string_view pcm_query, std::unique_ptr<StreamOutput> output) override;
+  // A stream that ended, by how (stream_end_name), for /metrics.
+  void count_closed(const std::string& how);
 
   // Every open stream's counters and the totals of all, for /metrics.
   void fill(ServeSnapshot& snapshot);
-  // Server stop: each stream flushes and closes (1001); joins their threads.
+  // Server stop: each stream flushes and closes (kServerStop); joins their
+  // threads. Streams opened later are refused.
   void stop();
 
  private:
-  void reap();  // requires mu_ unlocked: joins the threads of finished sessions
+  bool reserve();  // a slot for a new stream, or false (counted) when max_streams are open
+  void reap();     // requires mu_ unlocked: joins the threads of finished sessions
 
   const int max_streams_;
+  const int idle_s_;
+  triton::Service& service_;
+  const std::function<std::shared_ptr<Generation>()> current_;
   std::mutex mu_;
+  bool stopped_ = false;  // under mu_
   int reserved_ = 0;  // under mu_: slots taken, sessions included
   std::vector<std::shared_ptr<StreamSession>> sessions_;  // under mu_
   std::atomic<uint64_t> ids_{0};

@@ -64,30 +64,39 @@ void render_doors(std::string& out, const ServeSnapshot& s) {
       .sample("", s.lame_duck ? 1 : 0);
 }
 
-// The WebSocket audio streams: per open stream (a bounded set: serve.max_streams)
-// and in total since start.
+// The audio streams (WebSockets and gRPC sequences): per open stream (a
+// bounded set: serve.max_streams) and in total since start.
 void render_streams(std::string& out, const ServeSnapshot& s) {
-  Family(out, "corepool_streams_open", "gauge", "WebSocket audio streams open now.").sample("", double(s.streams.size()));
-  Family(out, "corepool_streams_total", "counter", "WebSocket audio streams opened since start.")
+  Family(out, "corepool_streams_open", "gauge", "Audio streams open now (WebSocket and gRPC sequences).")
+      .sample("", double(s.streams.size()));
+  Family(out, "corepool_streams_total", "counter", "Audio streams opened since start.")
       .sample("", double(s.stream_totals.streams));
-  Family(out, "corepool_streams_refused_total", "counter", "Stream upgrades answered 503: serve.max_streams open.")
+  Family(out, "corepool_streams_refused_total", "counter", "Streams refused because serve.max_streams were open.")
       .sample("", double(s.streams_refused_full));
   Family ended(out, "corepool_streams_closed_total", "counter", "Streams ended, by how.");
   for (const auto& [how, n] : s.streams_closed) ended.sample(label("how", how), double(n));
-  Family audio(out, "corepool_stream_audio_seconds", "counter",
-               "Audio received by each open stream (seconds at the client's rate); stream=\"all\" since start.");
-  Family events(out, "corepool_stream_events", "counter", "Events sent by each open stream; stream=\"all\" since start.");
-  Family dropped(out, "corepool_stream_dropped", "counter",
-                 "Frames a stream dropped because its client did not read them; stream=\"all\" since start.");
-  for (const StreamStat& st : s.streams) {
-    const std::string id = label("stream", std::to_string(st.id));
-    audio.sample(id, st.audio_seconds);
-    events.sample(id, double(st.events));
-    dropped.sample(id, double(st.dropped));
-  }
-  audio.sample(label("stream", "all"), s.stream_totals.audio_seconds);
-  events.sample(label("stream", "all"), double(s.stream_totals.events));
-  dropped.sample(label("stream", "all"), double(s.stream_totals.dropped));
+  // Each family's samples follow its own HELP and TYPE lines (the text
+  // format requires it): one family at a time over the streams.
+  const std::string all = label("stream", "all");
+  const auto per_stream = [&](const char* name, const char* type, const char* help, auto value) {
+    Family family(out, name, type, help);
+    for (const StreamStat& st : s.streams) family.sample(label("stream", std::to_string(st.id)), value(st));
+    return family;
+  };
+  per_stream("corepool_stream_audio_seconds", "counter",
+             "Audio received by each open stream (seconds at the client's rate); stream=\"all\" since start.",
+             [](const StreamStat& st) { return st.audio_seconds; })
+      .sample(all, s.stream_totals.audio_seconds);
+  per_stream("corepool_stream_events", "counter", "Events sent by each open stream; stream=\"all\" since start.",
+             [](const StreamStat& st) { return double(st.events); })
+      .sample(all, double(s.stream_totals.events));
+  per_stream("corepool_stream_dropped", "counter",
+             "Frames a stream dropped because its client did not read them; stream=\"all\" since start.",
+             [](const StreamStat& st) { return double(st.dropped); })
+      .sample(all, double(s.stream_totals.dropped));
+  per_stream("corepool_stream_lag_seconds", "gauge",
+             "Audio each open stream has received whose events are not decided yet (its results are not all in).",
+             [](const StreamStat& st) { return st.lag_seconds; });
 }
 
 void render_executor(std::string& out, const ServeSnapshot& s) {

@@ -30,12 +30,14 @@ constexpr std::array<double, 16> kLatencyBuckets = {0.0001, 0.00025, 0.0005, 0.0
 // `into`'s. So that /metrics counters span generations as statistics do.
 void add_executor_counters(ExecutorStats& into, const ExecutorStats& from);
 
-// One WebSocket audio stream (/v2/models/NAME/audio/stream), or the sum of many.
+// One audio stream (a WebSocket at /v2/models/NAME/audio/stream or a
+// sequence of gRPC's ModelStreamInfer), or the sum of many.
 struct StreamStat {
   uint64_t id = 0;
   double audio_seconds = 0;   // audio received, at the client's rate
   uint64_t events = 0;        // events sent
   uint64_t dropped = 0;       // frames not sent: the client did not read
+  double lag_seconds = 0;     // audio received whose results are not all in yet (events still undecided)
 };
 struct StreamTotals {
   uint64_t streams = 0;       // streams opened (upgraded)
@@ -61,7 +63,7 @@ struct ServeSnapshot {
   uint64_t refused_unauthenticated = 0;  // model control without the right token (401 / UNAUTHENTICATED)
   uint64_t refused_forbidden = 0;        // model control while it is off (403 / PERMISSION_DENIED)
   bool lame_duck = false;                // SIGTERM with serve.lame_duck_s: readiness 503, still serving
-  std::vector<StreamStat> streams;       // the WebSocket streams open now
+  std::vector<StreamStat> streams;       // the audio streams open now (WebSocket and gRPC)
   StreamTotals stream_totals;            // every stream since start, open ones included
   uint64_t streams_refused_full = 0;     // upgrades answered 503: serve.max_streams open
   std::vector<std::pair<std::string, uint64_t>> streams_closed;  // by how they ended

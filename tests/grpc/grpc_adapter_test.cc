@@ -9,7 +9,9 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <algorithm>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -18,6 +20,7 @@
 
 #include "supervisor/grpc/grpc_server.h"
 #include "supervisor/grpc/grpc_service.h"
+#include "supervisor/grpc/grpc_stream_chunk.h"
 #include "supervisor/grpc/proto/grpc_service.grpc.pb.h"
 #include "tests/support/wait.h"
 
@@ -568,6 +571,272 @@ TEST_F(GrpcAdapterTest, AnAddressInUseIsReportedNotFatal) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find(taken), std::string::npos) << e.what();
   }
+}
+
+// ---- ModelStreamInfer ----------------------------------------------------------
+
+// Streams that answer each piece with one event ({"bytes": n}) and each
+// flushing end with a summary ({"bytes": total}), at once, on the caller's
+// thread; what a real StreamSession does later, on its own.
+class FakeStream final : public AudioStream {
+ public:
+  explicit FakeStream(std::unique_ptr<StreamOutput> output) : output_(std::move(output)) {}
+  void start() override {}
+  void push(std::string&& pcm) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!output_) return;
+    total_ += pcm.size();
+    output_->event("{\"bytes\":" + std::to_string(pcm.size()) + "}");
+  }
+  void end(StreamEnd how, std::string reason) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!output_) return;
+    output_->close(how, reason, flushes(how) ? "{\"bytes\":" + std::to_string(total_) + "}" : "");
+    output_.reset();
+  }
+  void dropped() override {}
+
+ private:
+  std::mutex mu_;
+  std::unique_ptr<StreamOutput> output_;
+  size_t total_ = 0;
+};
+
+class FakeStreams final : public AudioStreams {
+ public:
+  Opened open(const std::string& model, std::string_view pcm_query, std::unique_ptr<StreamOutput> output) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    queries.emplace_back(pcm_query);
+    if (model != "tiny") return {{Code::kNotFound, "model \"" + model + "\" not found"}, nullptr};
+    if (pcm_query.find("sample_rate=5&") != std::string_view::npos) {
+      return {{Code::kInvalidArgument, "sample_rate: \"5\" is not in 1000..384000"}, nullptr};
+    }
+    if (int(streams.size()) >= cap) return {{Code::kResourceExhausted, "too many streams"}, nullptr};
+    streams.push_back(std::make_shared<FakeStream>(std::move(output)));
+    return {{}, streams.back()};
+  }
+  std::mutex mu_;
+  std::vector<std::string> queries;
+  std::vector<std::shared_ptr<FakeStream>> streams;
+  int cap = 100;
+};
+
+class GrpcStreamTest : public GrpcAdapterTest {
+ protected:
+  void SetUp() override {
+    GrpcOptions options;
+    options.listen = "127.0.0.1:0";
+    options.max_message_bytes = 1 << 20;
+    options.streams = &streams_;
+    options.doors = &doors_;  // a token set, and no test sends it: streams pass no door, like ModelInfer
+    start(options);
+  }
+
+  // One request of a stream: `samples` INT16 (or FP32) samples of `sequence`.
+  static inference::ModelInferRequest chunk(int64_t sequence, size_t samples, bool start, bool end,
+                                            const char* datatype = "INT16") {
+    inference::ModelInferRequest r;
+    r.set_model_name("tiny");
+    r.set_id("r" + std::to_string(sequence));
+    auto& params = *r.mutable_parameters();
+    params["sequence_id"].set_int64_param(sequence);
+    params["sequence_start"].set_bool_param(start);
+    params["sequence_end"].set_bool_param(end);
+    if (start) params["sample_rate"].set_int64_param(16000);
+    auto* in = r.add_inputs();
+    in->set_name("AUDIO");
+    in->set_datatype(datatype);
+    in->add_shape(int64_t(samples));
+    r.add_raw_input_contents(std::string(samples * (std::string(datatype) == "FP32" ? 4 : 2), '\0'));
+    return r;
+  }
+
+  // Writes the requests on one stream, closes the sending side, reads every response.
+  ::grpc::Status exchange(const std::vector<inference::ModelInferRequest>& requests,
+                          std::vector<inference::ModelStreamInferResponse>& responses) {
+    ::grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    auto stream = stub_->ModelStreamInfer(&ctx);
+    for (const auto& r : requests) EXPECT_TRUE(stream->Write(r));
+    stream->WritesDone();
+    inference::ModelStreamInferResponse response;
+    while (stream->Read(&response)) responses.push_back(response);
+    return stream->Finish();
+  }
+
+  // The text of a response's BYTES output `name` ("" when it has none).
+  static std::string bytes_output(const inference::ModelStreamInferResponse& r, const std::string& name) {
+    const auto& response = r.infer_response();
+    for (int i = 0; i < response.outputs_size(); ++i) {
+      if (response.outputs(i).name() != name) continue;
+      const std::string& raw = response.raw_output_contents(i);
+      uint32_t n = 0;
+      std::memcpy(&n, raw.data(), 4);
+      EXPECT_EQ(raw.size(), 4 + n);
+      return raw.substr(4, n);
+    }
+    return "";
+  }
+  static bool final_flag(const inference::ModelStreamInferResponse& r) {
+    const auto& params = r.infer_response().parameters();
+    auto it = params.find("triton_final_response");
+    return it != params.end() && it->second.bool_param();
+  }
+
+  FakeStreams streams_;
+  triton::Doors doors_{"s3cret", false};
+};
+
+TEST_F(GrpcStreamTest, TwoSequencesOnOneStreamGetTheirOwnEventsThenEachAFinalResponse) {
+  std::vector<inference::ModelStreamInferResponse> responses;
+  const auto status = exchange({chunk(1, 10, true, false), chunk(2, 3, true, false, "FP32"), chunk(1, 20, false, false),
+                                chunk(2, 4, false, true, "FP32"), chunk(1, 30, false, true)},
+                               responses);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  std::map<int64_t, std::vector<std::string>> by_sequence;
+  for (const auto& r : responses) {
+    ASSERT_EQ(r.error_message(), "");
+    const int64_t seq = r.infer_response().parameters().at("sequence_id").int64_param();
+    EXPECT_EQ(r.infer_response().id(), "r" + std::to_string(seq));
+    EXPECT_EQ(r.infer_response().model_name(), "tiny");
+    by_sequence[seq].push_back(final_flag(r) ? "final " + bytes_output(r, "SUMMARY") : bytes_output(r, "EVENT"));
+  }
+  EXPECT_EQ(by_sequence[1], (std::vector<std::string>{"{\"bytes\":20}", "{\"bytes\":40}", "{\"bytes\":60}",
+                                                      "final {\"bytes\":120}"}));
+  EXPECT_EQ(by_sequence[2], (std::vector<std::string>{"{\"bytes\":12}", "{\"bytes\":16}", "final {\"bytes\":28}"}));
+  std::lock_guard<std::mutex> lock(streams_.mu_);
+  EXPECT_EQ(streams_.queries,
+            (std::vector<std::string>{"sample_rate=16000&format=s16le", "sample_rate=16000&format=f32le"}));
+  EXPECT_EQ(doors_.refused_unauthenticated(), 0u);
+}
+
+TEST_F(GrpcStreamTest, ClosingTheSendingSideEndsTheSequencesStillOpenWithTheirFinalResponse) {
+  std::vector<inference::ModelStreamInferResponse> responses;
+  ASSERT_TRUE(exchange({chunk(7, 5, true, false)}, responses).ok());
+  ASSERT_EQ(responses.size(), 2u);
+  EXPECT_TRUE(final_flag(responses[1]));
+  EXPECT_EQ(bytes_output(responses[1], "SUMMARY"), "{\"bytes\":10}");
+}
+
+TEST_F(GrpcStreamTest, BadChunksGetAnErrorMessageNamingWhatAndWhereAndTheStreamGoesOn) {
+  struct Case {
+    std::function<void(inference::ModelInferRequest&)> edit;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {[](auto& r) { r.mutable_parameters()->erase("sequence_start"); }, "sequence 3: no such sequence open"},
+      {[](auto& r) { r.mutable_inputs(0)->set_datatype("INT32"); }, "sequence 3, request \"r3\": inputs[0].datatype"},
+      {[](auto& r) { r.set_raw_input_contents(0, "abc"); }, "raw_input_contents[0]: 3 bytes are not whole INT16"},
+      {[](auto& r) { r.mutable_inputs(0)->set_shape(0, 99); }, "inputs[0].shape"},
+      {[](auto& r) { r.mutable_inputs(0)->set_name("input"); }, "inputs[0].name"},
+      {[](auto& r) { r.set_model_name("nope"); }, "sequence 3: model \"nope\" not found"},
+      {[](auto& r) { r.mutable_parameters()->erase("sequence_id"); }, "parameters.sequence_id: missing"},
+      {[](auto& r) { (*r.mutable_parameters())["sequence_id"].set_int64_param(0); }, "parameters.sequence_id: 0"},
+      {[](auto& r) { (*r.mutable_parameters())["sequence_end"].set_string_param("yes"); },
+       "parameters.sequence_end: must be a bool_param"},
+      {[](auto& r) { (*r.mutable_parameters())["sample_rate"].set_int64_param(5); },
+       "sequence 3: parameters: sample_rate: \"5\" is not in"},
+      {[](auto& r) { r.clear_raw_input_contents(); }, "raw_input_contents: the audio goes there"},
+  };
+  for (const Case& c : cases) {
+    inference::ModelInferRequest bad = chunk(3, 4, true, false);
+    c.edit(bad);
+    std::vector<inference::ModelStreamInferResponse> responses;
+    // The bad request, then a whole good sequence on the same stream.
+    ASSERT_TRUE(exchange({bad, chunk(4, 2, true, true)}, responses).ok()) << c.message;
+    ASSERT_EQ(responses.size(), 3u) << c.message;
+    EXPECT_NE(responses[0].error_message().find(c.message), std::string::npos)
+        << responses[0].error_message() << " should say " << c.message;
+    EXPECT_EQ(bytes_output(responses[2], "SUMMARY"), "{\"bytes\":4}") << c.message;
+  }
+}
+
+TEST_F(GrpcStreamTest, ASecondStartOfAnOpenSequenceAndAChangeOfDatatypeAreRefused) {
+  std::vector<inference::ModelStreamInferResponse> responses;
+  ASSERT_TRUE(exchange({chunk(5, 1, true, false), chunk(5, 1, true, false), chunk(5, 1, false, false, "FP32"),
+                        chunk(5, 1, false, true)},
+                       responses)
+                  .ok());
+  std::vector<std::string> errors;
+  for (const auto& r : responses) {
+    if (!r.error_message().empty()) errors.push_back(r.error_message());
+  }
+  EXPECT_EQ(errors, (std::vector<std::string>{
+                        "sequence 5: sequence_start, but the sequence is open already",
+                        "sequence 5: inputs[0].datatype: FP32, but the sequence started as INT16"}));
+  EXPECT_EQ(bytes_output(responses.back(), "SUMMARY"), "{\"bytes\":4}");
+}
+
+TEST_F(GrpcStreamTest, AStreamEndedByTheServerSaysWhyInAnErrorMessage) {
+  streams_.cap = 1;
+  ::grpc::ClientContext ctx;
+  auto stream = stub_->ModelStreamInfer(&ctx);
+  ASSERT_TRUE(stream->Write(chunk(1, 1, true, false)));
+  ASSERT_TRUE(stream->Write(chunk(2, 1, true, false)));  // over the cap
+  inference::ModelStreamInferResponse response;
+  std::vector<std::string> errors;
+  for (int i = 0; i < 2 && stream->Read(&response); ++i) {
+    if (!response.error_message().empty()) errors.push_back(response.error_message());
+  }
+  EXPECT_EQ(errors, (std::vector<std::string>{"sequence 2: too many streams"}));
+  {
+    std::lock_guard<std::mutex> lock(streams_.mu_);
+    streams_.streams[0]->end(StreamEnd::kBadAudio, "not whole frames");
+  }
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_EQ(response.error_message(), "sequence 1: bad_audio: not whole frames");
+  stream->WritesDone();
+  EXPECT_FALSE(stream->Read(&response));
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST_F(GrpcStreamTest, ACancelledCallEndsItsSequencesAsGone) {
+  auto ctx = std::make_unique<::grpc::ClientContext>();
+  auto stream = stub_->ModelStreamInfer(ctx.get());
+  ASSERT_TRUE(stream->Write(chunk(1, 1, true, false)));
+  inference::ModelStreamInferResponse response;
+  ASSERT_TRUE(stream->Read(&response));  // the first event: the sequence is open
+  ctx->TryCancel();
+  EXPECT_EQ(stream->Finish().error_code(), ::grpc::StatusCode::CANCELLED);
+  // The call ends on the server too (OnDone), which it can only once the sequence's output was closed.
+  EXPECT_TRUE(testing::wait_until(
+      [&] {
+        std::lock_guard<std::mutex> lock(fake_.mu_);
+        return std::find(fake_.observed.begin(), fake_.observed.end(),
+                         "grpc stream_infer " + std::to_string(int(::grpc::StatusCode::CANCELLED))) !=
+               fake_.observed.end();
+      },
+      std::chrono::seconds(30)));
+}
+
+TEST(GrpcStreamChunk, SequenceParametersAndTheFormatBecomeAChunk) {
+  inference::ModelInferRequest r;
+  r.set_model_name("m");
+  auto& params = *r.mutable_parameters();
+  params["sequence_id"].set_string_param("mic-1");
+  params["sequence_start"].set_bool_param(true);
+  params["sample_rate"].set_int64_param(44100);
+  params["channels"].set_int64_param(2);
+  auto* in = r.add_inputs();
+  in->set_name("AUDIO");
+  in->set_datatype("FP32");
+  in->add_shape(2);
+  in->add_shape(2);
+  r.add_raw_input_contents(std::string(16, '\1'));
+  const grpc_api::StreamChunk c = grpc_api::to_stream_chunk(r);
+  EXPECT_EQ(c.sequence_name, "\"mic-1\"");
+  EXPECT_TRUE(c.start);
+  EXPECT_FALSE(c.end);
+  EXPECT_EQ(c.pcm_query, "sample_rate=44100&channels=2&format=f32le");
+  EXPECT_EQ(c.pcm.size(), 16u);
+  // An end alone needs no input.
+  params["sequence_start"].set_bool_param(false);
+  params["sequence_end"].set_bool_param(true);
+  r.clear_inputs();
+  r.clear_raw_input_contents();
+  const grpc_api::StreamChunk end = grpc_api::to_stream_chunk(r);
+  EXPECT_TRUE(end.end);
+  EXPECT_TRUE(end.pcm.empty());
 }
 
 }  // namespace

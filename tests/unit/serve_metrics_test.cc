@@ -44,6 +44,32 @@ TEST(ServeMetricsTest, EachFamilyHasOneHelpAndTypeLine) {
   EXPECT_EQ(text.back(), '\n');
 }
 
+// The text format: a family's samples come right after its own HELP and TYPE
+// lines, never after another family's (a scraper refuses the page otherwise).
+TEST(ServeMetricsTest, EverySampleFollowsItsOwnFamilysTypeLineWithStreamsOpen) {
+  ServeSnapshot s;
+  s.streams = {StreamStat{1, 2.5, 3, 0, 0.5}, StreamStat{2, 1.0, 0, 1, 0.25}};
+  const std::string text = ServeMetrics().render(s);
+  std::string family;
+  size_t samples = 0;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = text.find('\n', at);
+    const std::string line = text.substr(at, end - at);
+    at = end + 1;
+    if (line.rfind("# TYPE ", 0) == 0) {
+      family = line.substr(7, line.find(' ', 7) - 7);
+    } else if (!line.empty() && line[0] != '#') {
+      const std::string name = line.substr(0, line.find_first_of("{ "));
+      EXPECT_TRUE(name == family || name.rfind(family + "_", 0) == 0) << line << " after # TYPE " << family;
+      ++samples;
+    }
+  }
+  EXPECT_GT(samples, 10u);
+  EXPECT_THAT(text, HasSubstr("corepool_stream_events{stream=\"1\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_stream_lag_seconds{stream=\"2\"} 0.25\n"));
+  EXPECT_THAT(text, Not(HasSubstr("corepool_stream_lag_seconds{stream=\"all\"}")));  // a gauge of open streams only
+}
+
 TEST(ServeMetricsTest, SnapshotPartsAppearWithTheirLabels) {
   ServeSnapshot s;
   s.mode = "process";
