@@ -70,6 +70,11 @@ bool StreamRegistry::reserve() {
   return true;
 }
 
+void StreamRegistry::release() {
+  std::lock_guard<std::mutex> lock(mu_);
+  --reserved_;
+}
+
 void StreamRegistry::count_closed(const std::string& how) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = std::find_if(closed_.begin(), closed_.end(), [&](const auto& p) { return p.first == how; });
@@ -84,8 +89,7 @@ void StreamRegistry::reap() {
     auto split = std::stable_partition(sessions_.begin(), sessions_.end(), [](const auto& s) { return !s->finished(); });
     done.assign(split, sessions_.end());
     sessions_.erase(split, sessions_.end());
-    for (const auto& s : done) add_stat(finished_, s->stat());
-    reserved_ -= static_cast<int>(done.size());
+    for (const auto& s : done) add_stat(finished_, s->stat());  // their slots were released already
   }
   for (const auto& s : done) s->join();  // outside the lock: the thread may be counting its ending
 }

@@ -34,6 +34,10 @@ class StreamRegistry final : public AudioStreams {
   Opened open(const std::string& model, std::string_view pcm_query, std::unique_ptr<StreamOutput> output) override;
   // A stream that ended, by how (stream_end_name), for /metrics.
   void count_closed(const std::string& how);
+  // A stream gives its slot back: called once, before its last response goes
+  // out, so that a client that saw its stream end may open another at once
+  // under serve.max_streams (the session's thread is joined later, in reap).
+  void release();
 
   // Every open stream's counters and the totals of all, for /metrics.
   void fill(ServeSnapshot& snapshot);
@@ -51,7 +55,7 @@ class StreamRegistry final : public AudioStreams {
   const std::function<std::shared_ptr<Generation>()> current_;
   std::mutex mu_;
   bool stopped_ = false;  // under mu_
-  int reserved_ = 0;  // under mu_: slots taken, sessions included
+  int reserved_ = 0;  // under mu_: slots taken, by sessions not yet released included
   std::vector<std::shared_ptr<StreamSession>> sessions_;  // under mu_
   std::atomic<uint64_t> ids_{0};
   std::atomic<uint64_t> refused_full_{0};

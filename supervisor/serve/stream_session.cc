@@ -202,6 +202,7 @@ void StreamSession::flush_and_close(const Ending& ending) {
 
 void StreamSession::close_output(StreamEnd how, const std::string& reason, std::string summary) {
   closed_ = true;
+  registry_.release();  // first: the client may open another stream as soon as it reads this one's end
   output_->close(how, reason, std::move(summary));
 }
 
