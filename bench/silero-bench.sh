@@ -4,7 +4,7 @@
 # (bench/silero_python_bench.py: 64 files per call, one process per core), all
 # in one run on this machine. Prints figures; passes or fails on nothing.
 # The audio is the demo (espeak-ng speech, music, noise, silence) repeated.
-#   [ROUNDS=N] bash bench/silero-bench.sh [BUILD]   # needs build/models/silero-vad/model.pt, ffmpeg and
+#   [ROUNDS=N] [BASELINE=DIR] bash bench/silero-bench.sh [BUILD]   # needs build/models/silero-vad/model.pt, ffmpeg and
 #                                                  # Debian's python3-torch (not in install-deps.sh: bench only)
 set -euo pipefail
 BUILD=${1:-build}
@@ -34,14 +34,20 @@ echo "cpu: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) cpus), commit $(git
 "$BUILD/bench/corepool-silero-ceiling" --model "$MODEL" --batches 16,32,64,128,256 --seconds 1.5 2>/dev/null
 # ROUNDS (default 1) repeats corepool's four runs and the script's two, in
 # turn, so that a machine shared with other work is seen by all of them alike.
+# BASELINE=DIR (a copy of an older build's corepool and corepool-engine) runs
+# that one too, in the same rounds: before and after in one run.
 for round in $(seq "${ROUNDS:-1}"); do
-  for mode in thread process; do
-    for set in long short; do
-      start=$(date +%s.%N)
-      line=$("$BUILD/supervisor/corepool" batch --model "$MODEL" --mode "$mode" --force --no-progress \
-               --out "$WORK/out-$mode-$set" "$WORK/$set" 2>&1 | grep 'real time' | tail -n 1)
-      end=$(date +%s.%N)
-      echo "corepool $mode, $set: ${line#*] } (process start to exit: $(awk "BEGIN{printf \"%.2f\", $end - $start}") s)"
+  for bin in ${BASELINE:+"$BASELINE/corepool"} "$BUILD/supervisor/corepool"; do
+    name=corepool
+    [ "$bin" = "$BUILD/supervisor/corepool" ] || name="baseline"
+    for mode in thread process; do
+      for set in long short; do
+        start=$(date +%s.%N)
+        line=$("$bin" batch --model "$MODEL" --mode "$mode" --force --no-progress \
+                 --out "$WORK/out-$mode-$set" "$WORK/$set" 2>&1 | grep 'real time' | tail -n 1)
+        end=$(date +%s.%N)
+        echo "$name $mode, $set: ${line#*] } (process start to exit: $(awk "BEGIN{printf \"%.2f\", $end - $start}") s)"
+      done
     done
   done
   for set in long short; do
