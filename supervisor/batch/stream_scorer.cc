@@ -34,22 +34,29 @@ void StreamScorer::add(uint64_t stream, std::shared_ptr<const std::vector<float>
   group_ready_ = true;
 }
 
+// What a lane's next task needs, taken under mu_ (the lane's state is moved
+// out: its next one comes with the result), so that the copying is done after
+// the lock is released and engine threads delivering results do not wait on it.
+StreamScorer::TaskSource StreamScorer::take_source(uint64_t lane_id) {
+  LiveLane& lane = lanes_.at(lane_id);
+  return {lane_id, lane.next, lane.next == lane.span.first, streams_.at(lane.stream).samples, std::move(lane.state)};
+}
+
 // Context (the previous chunk's last samples; zeros at a lane's first chunk,
 // as for a fresh stream), the chunk (zero-padded past the end), the state.
-SegmentTask StreamScorer::next_task(uint64_t lane_id) const {
-  const LiveLane& lane = lanes_.at(lane_id);
-  const std::vector<float>& samples = *streams_.at(lane.stream).samples;
+SegmentTask StreamScorer::next_task(TaskSource&& src) const {
+  const std::vector<float>& samples = *src.samples;
   const StatefulSpec& s = model_.stateful;
   SegmentTask task;
-  task.stream = lane_id;
-  task.index = static_cast<uint64_t>(lane.next);
+  task.stream = src.lane;
+  task.index = static_cast<uint64_t>(src.chunk);
   task.samples.assign(static_cast<size_t>(model_.task_floats()), 0.0f);
-  const int64_t chunk_start = lane.next * s.chunk_samples;
-  const int64_t from = lane.next == lane.span.first ? chunk_start : chunk_start - s.context_samples;
+  const int64_t chunk_start = src.chunk * s.chunk_samples;
+  const int64_t from = src.first ? chunk_start : chunk_start - s.context_samples;
   const int64_t to = std::min<int64_t>(chunk_start + s.chunk_samples, static_cast<int64_t>(samples.size()));
   const int64_t offset = from - (chunk_start - s.context_samples);  // where `from` lands in the task
   if (to > from) std::copy(samples.begin() + from, samples.begin() + to, task.samples.begin() + offset);
-  std::copy(lane.state.begin(), lane.state.end(), task.samples.begin() + s.context_samples + s.chunk_samples);
+  std::copy(src.state.begin(), src.state.end(), task.samples.begin() + s.context_samples + s.chunk_samples);
   return task;
 }
 
@@ -117,7 +124,7 @@ void StreamScorer::wait_for_call(std::unique_lock<std::mutex>& lock) {
 }
 
 bool StreamScorer::pump(Executor& executor, bool wait) {
-  std::vector<SegmentTask> tasks;
+  std::vector<TaskSource> sources;
   std::vector<Finished> done;
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -129,11 +136,14 @@ bool StreamScorer::pump(Executor& executor, bool wait) {
       if (lanes_.at(id).next >= lanes_.at(id).span.end) {
         end_lane(id, done);
       } else {
-        tasks.push_back(next_task(id));
+        sources.push_back(take_source(id));
       }
     }
   }
   report(done);
+  std::vector<SegmentTask> tasks;
+  tasks.reserve(sources.size());
+  for (TaskSource& src : sources) tasks.push_back(next_task(std::move(src)));
   // Every live lane has one task queued at most: the caller keeps live lanes
   // within the executor's depth, so this fits; if not, one by one (blocking).
   if (!tasks.empty() && !executor.try_submit(tasks)) {

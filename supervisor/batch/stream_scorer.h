@@ -61,14 +61,22 @@ class StreamScorer {
     uint64_t stream = 0;
     Lane span;
     int64_t next = 0;          // the chunk in flight, or the next to submit
-    std::vector<float> state;  // what its next chunk starts from
+    std::vector<float> state;  // what its next chunk starts from (moved into the task while one is in flight)
   };
   struct Finished {
     uint64_t stream;
     StreamState state;
   };
 
-  SegmentTask next_task(uint64_t lane_id) const;                // requires mu_
+  struct TaskSource {
+    uint64_t lane = 0;
+    int64_t chunk = 0;
+    bool first = false;  // the lane's first chunk: no context
+    std::shared_ptr<const std::vector<float>> samples;
+    std::vector<float> state;
+  };
+  TaskSource take_source(uint64_t lane_id);                      // requires mu_
+  SegmentTask next_task(TaskSource&& src) const;                 // without mu_
   void end_lane(uint64_t lane_id, std::vector<Finished>& done);  // requires mu_
   void report(std::vector<Finished>& done);                     // without mu_
   static bool ends_call(const SegmentResult& r);    // the last result of an engine call
