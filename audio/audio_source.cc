@@ -111,6 +111,19 @@ int read_pipe(void* opaque, uint8_t* out, int size) {
   }
 }
 
+// FFmpeg's WAV and Wave64 demuxers probe the data of every 16-bit PCM stream
+// for a compressed codec behind the PCM tag (MP3, AC-3, DTS), on up to 32
+// packets, running every demuxer's probe again each time the data doubles:
+// 21 of the 22 ms that opening a 3 s WAV took here (AMD EPYC Zen 5; perf of
+// `corepool batch` on 200 such files: 30 % of its cpu). Probed on its first
+// packet only, an MP3 behind a PCM header is still found (audio_ffmpeg_test);
+// every other container keeps FFmpeg's default.
+constexpr int kPcmProbePackets = 1;
+bool probes_pcm_data(const AVInputFormat& format) {
+  const std::string name = format.name ? format.name : "";
+  return name == "wav" || name == "w64";
+}
+
 // Demuxers that would open another URL (HLS, DASH, concat, MOV references) get EPERM.
 int refuse_nested_open(AVFormatContext*, AVIOContext**, const char*, int, AVDictionary**) {
   return AVERROR(EPERM);
@@ -197,6 +210,7 @@ MediaInput::MediaInput(const AudioSource& source) {
   format_->pb = io_;
   format_->flags |= AVFMT_FLAG_CUSTOM_IO;
   format_->io_open = refuse_nested_open;
+  if (probes_pcm_data(*format)) format_->max_probe_packets = kPcmProbePackets;
   int rc = avformat_open_input(&format_, "", format, &options);  // frees format_ on failure
   av_dict_free(&options);
   if (rc >= 0) rc = avformat_find_stream_info(format_, nullptr);

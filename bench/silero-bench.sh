@@ -4,8 +4,8 @@
 # (bench/silero_python_bench.py: 64 files per call, one process per core), all
 # in one run on this machine. Prints figures; passes or fails on nothing.
 # The audio is the demo (espeak-ng speech, music, noise, silence) repeated.
-#   bash bench/silero-bench.sh [BUILD]      # needs build/models/silero-vad/model.pt, ffmpeg and
-#                                           # Debian's python3-torch (not in install-deps.sh: bench only)
+#   [ROUNDS=N] [BASELINE=DIR] bash bench/silero-bench.sh [BUILD]   # needs build/models/silero-vad/model.pt, ffmpeg and
+#                                                  # Debian's python3-torch (not in install-deps.sh: bench only)
 set -euo pipefail
 BUILD=${1:-build}
 MODEL=$BUILD/models/silero-vad
@@ -27,17 +27,31 @@ for i in range(200):
         o.setparams(params)
         o.writeframes(frames[i * step:(i + 1) * step])
 PY
-echo "cpu: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) cpus), commit $(git rev-parse --short HEAD)"
-for mode in thread process; do
-  for set in long short; do
-    start=$(date +%s.%N)
-    line=$("$BUILD/supervisor/corepool" batch --model "$MODEL" --mode "$mode" --force --no-progress \
-             --out "$WORK/out-$mode-$set" "$WORK/$set" 2>&1 | grep 'real time' | tail -n 1)
-    end=$(date +%s.%N)
-    echo "corepool $mode, $set: ${line#*] } (process start to exit: $(awk "BEGIN{printf \"%.2f\", $end - $start}") s)"
+echo "cpu: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) cpus), commit $(git rev-parse --short HEAD)," \
+     "$(date -u +%H:%M) UTC, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+# The bare ceiling: one thread, a tight forward() loop of the inner network
+# (bench/silero_ceiling.cc), as loaded / frozen / optimized, per batch size.
+"$BUILD/bench/corepool-silero-ceiling" --model "$MODEL" --batches 16,32,64,128,256 --seconds 1.5 2>/dev/null
+# ROUNDS (default 1) repeats corepool's four runs and the script's two, in
+# turn, so that a machine shared with other work is seen by all of them alike.
+# BASELINE=DIR (a copy of an older build's corepool and corepool-engine) runs
+# that one too, in the same rounds: before and after in one run.
+for round in $(seq "${ROUNDS:-1}"); do
+  for bin in ${BASELINE:+"$BASELINE/corepool"} "$BUILD/supervisor/corepool"; do
+    name=corepool
+    [ "$bin" = "$BUILD/supervisor/corepool" ] || name="baseline"
+    for mode in thread process; do
+      for set in long short; do
+        start=$(date +%s.%N)
+        line=$("$bin" batch --model "$MODEL" --mode "$mode" --force --no-progress \
+                 --out "$WORK/out-$mode-$set" "$WORK/$set" 2>&1 | grep 'real time' | tail -n 1)
+        end=$(date +%s.%N)
+        echo "$name $mode, $set: ${line#*] } (process start to exit: $(awk "BEGIN{printf \"%.2f\", $end - $start}") s)"
+      done
+    done
   done
-done
-for set in long short; do
-  echo -n "$set: "
-  /usr/bin/python3 "$(dirname "$0")/silero_python_bench.py" "$MODEL/model.pt" "$WORK/$set"/*.wav
+  for set in long short; do
+    echo -n "$set: "
+    /usr/bin/python3 "$(dirname "$0")/silero_python_bench.py" "$MODEL/model.pt" "$WORK/$set"/*.wav
+  done
 done

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <string>
 
-#include "worker/stateful_batch.h"
+#include "worker/model/torch_module.h"  // stateful_method()
 
 namespace corepool {
 namespace {
@@ -60,7 +60,10 @@ std::string item_size_error(const ModelConfig& config, TaskInput input, size_t f
 Engine::Engine(std::shared_ptr<const LoadedModel> model)
     : model_(std::move(model)), module_(module_of(*model_)), input_dtype_(torch_of(*model_).input_dtype),
       features_(model_->config) {
-  if (model_->config.is_stateful()) method_ = stateful_method(module_, model_->config.stateful.method, model_->dir);
+  if (model_->config.is_stateful()) {
+    method_ = torch_of(*model_).method_is_module ? module_
+                                                 : stateful_method(module_, model_->config.stateful.method, model_->dir);
+  }
 }
 
 torch::Tensor Engine::forward(const torch::Tensor& input) {

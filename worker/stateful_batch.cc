@@ -4,8 +4,6 @@
 // dimension), calls the method once, and scatters each item's scores and new
 // state into its result. Any engine can take any stream's next chunk, and a
 // task re-dispatched after a worker died carries the state it was sent with.
-#include "worker/stateful_batch.h"
-
 #include <chrono>
 #include <cstring>
 
@@ -46,22 +44,6 @@ torch::Tensor output_tensor(const c10::ivalue::Tuple& out, int index, const std:
 }
 
 }  // namespace
-
-torch::jit::Module stateful_method(const torch::jit::Module& module, const std::string& path, const std::string& dir) {
-  torch::jit::Module m = module;
-  std::string rest = path;
-  while (!rest.empty()) {
-    const size_t dot = rest.find('.');
-    const std::string name = rest.substr(0, dot);
-    rest = dot == std::string::npos ? "" : rest.substr(dot + 1);
-    if (!m.hasattr(name) || !m.attr(name).isModule()) {
-      throw ModelError(dir + "/model.pt: [stateful] method = \"" + path + "\": no submodule " + name);
-    }
-    m = m.attr(name).toModule();
-  }
-  if (!m.find_method("forward")) throw ModelError(dir + "/model.pt: " + path + " has no forward()");
-  return m;
-}
 
 std::vector<std::vector<float>> Engine::stateful_infer(const std::vector<BatchItem>& items, EngineTiming* timing) {
   using Clock = std::chrono::steady_clock;

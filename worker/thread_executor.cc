@@ -116,27 +116,41 @@ double ThreadExecutor::mean_batch() const {
   return batches_ ? static_cast<double>(segments_) / batches_ : 0.0;
 }
 
+size_t ThreadExecutor::idle_engines() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return waiting_;
+}
+
 std::vector<SegmentTask> ThreadExecutor::take_batch(std::vector<uint64_t>& queue_ns, const EngineArena& arena) {
   std::unique_lock<std::mutex> lock(mu_);
   const auto ready = [this] { return !queue_.empty() || stopping_; };
   // 100 ms without work: give this engine's activations back (engine_arena.h),
   // once per idle spell, as a worker process does.
+  ++waiting_;
   if (!work_ready_.wait_for(lock, std::chrono::milliseconds(100), ready)) {
     lock.unlock();
     arena.purge();
     lock.lock();
     work_ready_.wait(lock, ready);
   }
+  --waiting_;
   std::vector<SegmentTask> batch;
   queue_ns.clear();
   const Clock::time_point now = Clock::now();
-  // Dynamic batching without delay: take what is queued now, up to max_batch.
-  while (!queue_.empty() && batch.size() < static_cast<size_t>(options_.max_batch)) {
+  // Dynamic batching without delay: take what is queued now, up to max_batch,
+  // but only this engine's share when others wait for work too (they were
+  // woken with it, or are woken below): one engine taking all the queue while
+  // another idles halves the throughput of work that comes in groups (a
+  // stateful model's lanes go round as the groups their calls made).
+  const size_t sharing = 1 + waiting_;
+  const size_t share = std::min<size_t>(options_.max_batch, (queue_.size() + sharing - 1) / sharing);
+  while (!queue_.empty() && batch.size() < share) {
     batch.push_back(std::move(queue_.front().task));
     queue_ns.push_back(static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(now - queue_.front().at).count()));
     queue_.pop_front();
   }
+  if (!queue_.empty() && waiting_ > 0) work_ready_.notify_one();  // the rest is another's share
   return batch;
 }
 

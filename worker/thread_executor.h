@@ -44,6 +44,8 @@ class ThreadExecutor final : public Executor {
 
   // Segments per forward() so far, for the batch-size histogram in bench output.
   double mean_batch() const;
+  // Engine threads waiting for work now (an idle engine leaves the others their share).
+  size_t idle_engines() const;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -70,6 +72,7 @@ class ThreadExecutor final : public Executor {
   std::condition_variable idle_;         // in_flight_ reached 0
   std::deque<Queued> queue_;
   size_t in_flight_ = 0;                 // queued + running
+  size_t waiting_ = 0;                   // engine threads waiting in take_batch() for work
   size_t depth_ = 0;
   bool stopping_ = false;
   uint64_t batches_ = 0;                 // forward() calls

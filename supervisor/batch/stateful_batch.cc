@@ -123,17 +123,16 @@ void StatefulRun::scored(uint64_t id, std::vector<float> scores, const std::stri
 }
 
 // Files open while the live lanes fit the executor's queue (one task each at
-// most). After each file the ready lanes go out without waiting: the engines
-// work on the first files while the next ones decode.
+// most), all that fit before their lanes go out together. Sending each file's
+// lane as soon as it was open made the engines run calls of a few chunks while
+// the next files decoded, on the cpus the decoding needed: 200 files of 3 s
+// took 1.1 s to open here (`strace -tt`), each lane starting that much later,
+// against about 0.1 s opened in one go before the first call.
 void StatefulRun::run(const std::vector<BatchInput>& todo, Executor& executor) {
   const size_t room = std::max<size_t>(1, executor.stats().depth);
   size_t next_input = 0;
   for (;;) {
-    if (next_input < todo.size() && scorer_.live_lanes() < room) {
-      open_file(todo[next_input++]);
-      scorer_.pump(executor, /*wait=*/false);
-      continue;
-    }
+    while (next_input < todo.size() && scorer_.live_lanes() < room) open_file(todo[next_input++]);
     if (!scorer_.pump(executor) && next_input >= todo.size()) return;
   }
 }

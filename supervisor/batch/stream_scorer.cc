@@ -31,24 +31,32 @@ void StreamScorer::add(uint64_t stream, std::shared_ptr<const std::vector<float>
     lanes_[id] = {stream, span, span.first, std::vector<float>(s.state_floats(), s.state_initial)};
     ready_.push_back(id);
   }
+  group_ready_ = true;
+}
+
+// What a lane's next task needs, taken under mu_ (the lane's state is moved
+// out: its next one comes with the result), so that the copying is done after
+// the lock is released and engine threads delivering results do not wait on it.
+StreamScorer::TaskSource StreamScorer::take_source(uint64_t lane_id) {
+  LiveLane& lane = lanes_.at(lane_id);
+  return {lane_id, lane.next, lane.next == lane.span.first, streams_.at(lane.stream).samples, std::move(lane.state)};
 }
 
 // Context (the previous chunk's last samples; zeros at a lane's first chunk,
 // as for a fresh stream), the chunk (zero-padded past the end), the state.
-SegmentTask StreamScorer::next_task(uint64_t lane_id) const {
-  const LiveLane& lane = lanes_.at(lane_id);
-  const std::vector<float>& samples = *streams_.at(lane.stream).samples;
+SegmentTask StreamScorer::next_task(TaskSource&& src) const {
+  const std::vector<float>& samples = *src.samples;
   const StatefulSpec& s = model_.stateful;
   SegmentTask task;
-  task.stream = lane_id;
-  task.index = static_cast<uint64_t>(lane.next);
+  task.stream = src.lane;
+  task.index = static_cast<uint64_t>(src.chunk);
   task.samples.assign(static_cast<size_t>(model_.task_floats()), 0.0f);
-  const int64_t chunk_start = lane.next * s.chunk_samples;
-  const int64_t from = lane.next == lane.span.first ? chunk_start : chunk_start - s.context_samples;
+  const int64_t chunk_start = src.chunk * s.chunk_samples;
+  const int64_t from = src.first ? chunk_start : chunk_start - s.context_samples;
   const int64_t to = std::min<int64_t>(chunk_start + s.chunk_samples, static_cast<int64_t>(samples.size()));
   const int64_t offset = from - (chunk_start - s.context_samples);  // where `from` lands in the task
   if (to > from) std::copy(samples.begin() + from, samples.begin() + to, task.samples.begin() + offset);
-  std::copy(lane.state.begin(), lane.state.end(), task.samples.begin() + s.context_samples + s.chunk_samples);
+  std::copy(src.state.begin(), src.state.end(), task.samples.begin() + s.context_samples + s.chunk_samples);
   return task;
 }
 
@@ -72,7 +80,10 @@ void StreamScorer::on_complete(SegmentResult&& r) {
     ++lane.next;
   }
   ready_.push_back(r.stream);
-  ready_cv_.notify_one();
+  if (ends_call(r)) {
+    group_ready_ = true;
+    ready_cv_.notify_one();
+  }
 }
 
 void StreamScorer::end_lane(uint64_t lane_id, std::vector<Finished>& done) {
@@ -91,39 +102,48 @@ void StreamScorer::report(std::vector<Finished>& done) {
 // One call's results come back one by one, microseconds apart in thread mode,
 // in bursts as the supervisor's loop drains a ring in process mode.
 // Submitting the first alone would hand an idle engine a batch of one, and the
-// calls would fragment from then on. So gather one engine's share of the live
-// lanes (a call's worth when the engines split the lanes evenly), waiting at
-// most kGather for each next result: a straggler or a stream's end never
-// holds the others up for longer.
-void StreamScorer::gather_call(std::unique_lock<std::mutex>& lock, int engines) {
-  constexpr std::chrono::milliseconds kGather{2};
-  const size_t share = std::max<size_t>(1, lanes_.size() / static_cast<size_t>(std::max(1, engines)));
-  size_t seen = ready_.size();
-  while (seen < share && ready_cv_.wait_for(lock, kGather, [&] { return ready_.size() > seen; })) {
-    seen = ready_.size();
+// calls would fragment from then on. So the feeding thread is woken only when
+// a call's last result is in (its batch position says so; a result that never
+// ran has no batch): that call's lanes go out again together, and an engine
+// finds them queued as one batch. Each engine's lanes so keep to one group
+// that goes round whole, with no timed wait in the way; waking once per call,
+// not once per result, also spares the cpus the engines run on. kStraggler
+// bounds the wait should a call's last result never come (its worker died
+// after answering part of it: the rest is re-dispatched and ends a call of
+// its own, but not necessarily soon).
+bool StreamScorer::ends_call(const SegmentResult& r) {
+  return r.timing.batch == 0 || r.timing.batch_pos + 1 >= r.timing.batch;
+}
+
+void StreamScorer::wait_for_call(std::unique_lock<std::mutex>& lock) {
+  while (!group_ready_ && !lanes_.empty()) {
+    if (!ready_cv_.wait_for(lock, kStraggler, [&] { return group_ready_ || lanes_.empty(); }) && !ready_.empty()) {
+      break;
+    }
   }
 }
 
 bool StreamScorer::pump(Executor& executor, bool wait) {
-  std::vector<SegmentTask> tasks;
+  std::vector<TaskSource> sources;
   std::vector<Finished> done;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    if (wait) {
-      ready_cv_.wait(lock, [&] { return !ready_.empty() || lanes_.empty(); });
-      gather_call(lock, executor.workers());
-    }
+    if (wait) wait_for_call(lock);
     if (lanes_.empty()) return false;
+    group_ready_ = false;  // every ready lane goes now
     for (; !ready_.empty(); ready_.pop_front()) {
       const uint64_t id = ready_.front();
       if (lanes_.at(id).next >= lanes_.at(id).span.end) {
         end_lane(id, done);
       } else {
-        tasks.push_back(next_task(id));
+        sources.push_back(take_source(id));
       }
     }
   }
   report(done);
+  std::vector<SegmentTask> tasks;
+  tasks.reserve(sources.size());
+  for (TaskSource& src : sources) tasks.push_back(next_task(std::move(src)));
   // Every live lane has one task queued at most: the caller keeps live lanes
   // within the executor's depth, so this fits; if not, one by one (blocking).
   if (!tasks.empty() && !executor.try_submit(tasks)) {

@@ -9,6 +9,7 @@
 // loop), everything else on one feeding thread.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -38,11 +39,15 @@ class StreamScorer {
   void add(uint64_t stream, std::shared_ptr<const std::vector<float>> samples);
   // The executor's completion callback.
   void on_complete(SegmentResult&& r);
-  // Waits (if `wait`) until some lane is ready, then submits every ready
+  // Waits (if `wait`) until a group of lanes is ready (an engine call's last
+  // result came in, or lanes were added), then submits every ready
   // lane's next chunk at once (one try_submit, so that an engine finds them
   // all queued) and finishes the streams whose lanes all ended. False when no
   // lane is live.
   bool pump(Executor& executor, bool wait = true);
+  // How long pump() waits for a call's last result before it sends the lanes
+  // that are ready without it (a worker died having answered part of a call).
+  static constexpr std::chrono::milliseconds kStraggler{20};
   size_t live_lanes();
 
  private:
@@ -56,17 +61,26 @@ class StreamScorer {
     uint64_t stream = 0;
     Lane span;
     int64_t next = 0;          // the chunk in flight, or the next to submit
-    std::vector<float> state;  // what its next chunk starts from
+    std::vector<float> state;  // what its next chunk starts from (moved into the task while one is in flight)
   };
   struct Finished {
     uint64_t stream;
     StreamState state;
   };
 
-  SegmentTask next_task(uint64_t lane_id) const;                // requires mu_
+  struct TaskSource {
+    uint64_t lane = 0;
+    int64_t chunk = 0;
+    bool first = false;  // the lane's first chunk: no context
+    std::shared_ptr<const std::vector<float>> samples;
+    std::vector<float> state;
+  };
+  TaskSource take_source(uint64_t lane_id);                      // requires mu_
+  SegmentTask next_task(TaskSource&& src) const;                 // without mu_
   void end_lane(uint64_t lane_id, std::vector<Finished>& done);  // requires mu_
   void report(std::vector<Finished>& done);                     // without mu_
-  void gather_call(std::unique_lock<std::mutex>& lock, int engines);  // with mu_ held by `lock`
+  static bool ends_call(const SegmentResult& r);    // the last result of an engine call
+  void wait_for_call(std::unique_lock<std::mutex>& lock);  // with mu_ held by `lock`
 
   const ModelConfig& model_;
   Done done_;
@@ -75,6 +89,7 @@ class StreamScorer {
   std::map<uint64_t, StreamState> streams_;
   std::map<uint64_t, LiveLane> lanes_;  // a task's stream field is its lane's id
   std::deque<uint64_t> ready_;          // lanes with no chunk in flight
+  bool group_ready_ = false;            // a call's last result came, or lanes were added, since the last pump
   uint64_t next_lane_ = 0;
 };
 

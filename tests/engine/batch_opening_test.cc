@@ -5,15 +5,19 @@
 // batch of 8), while the reader decoded the next segment for the other engine.
 // The test looks at what the engines ran: the batch of every engine's first
 // forward() (SegmentTiming::batch of the segments at 0 and at max_batch).
+// A stateful model's driver opens the files that fit before their lanes go
+// out: the first chunks of all of them share the first call.
 #include <gtest/gtest.h>
 
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 #include "supervisor/batch/batch.h"
 #include "supervisor/pool/executor_factory.h"
+#include "tests/support/silero_model.h"
 #include "tests/support/temp_dir.h"
 #include "tools/audio_synth.h"
 #include "worker/model/model.h"
@@ -66,6 +70,44 @@ void expect_full_first_batches(const std::string& mode) {
 }
 
 TEST(BatchOpeningTest, ThreadModeStartsEveryEngineOnAFullBatch) { expect_full_first_batches("thread"); }
+
+// A stateful model's files (Silero VAD) open together, all that fit the
+// queue, before their lanes go out: the first chunk of each of 8 files runs in
+// one call. Sent as each file opened, the first file's chunk ran alone.
+TEST(BatchOpeningTest, AStatefulModelsFilesOpenTogetherAndTheirFirstChunksShareOneCall) {
+  SKIP_WITHOUT_SILERO();
+  testing::TempDir dir;
+  BatchOptions options;
+  for (int i = 0; i < 8; ++i) {
+    const std::string wav = dir / ("clip" + std::to_string(i) + ".wav");
+    synth::write_audio(wav, synth::demo_of_seconds(2));
+    options.paths.push_back(wav);
+  }
+  options.out_dir = dir / "out";
+  auto model = load_model(testing::kSileroDir);
+  Config config;
+  config.mode = "thread";
+  config.workers = 1;
+  config.max_batch = 16;  // queue depth 4 x 1 x 16: room for every file's lane
+  const ExecutorFactory inner = make_executor_factory(config, model);
+  std::mutex mu;
+  std::vector<uint32_t> first_chunk_batches;
+  const ExecutorFactory noting = [&](Executor::Completion done) {
+    return inner([&, done](SegmentResult&& r) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (r.index == 0) first_chunk_batches.push_back(r.timing.batch);
+      }
+      done(std::move(r));
+    });
+  };
+  ModelConfig one_lane = model->config;
+  one_lane.stateful.lane_seconds = 0;  // a lane per file, whose first chunk is chunk 0
+  const BatchStats stats = run_batch(options, one_lane, noting);
+  EXPECT_EQ(stats.files_ok, 8u);
+  ASSERT_EQ(first_chunk_batches.size(), 8u);
+  for (const uint32_t b : first_chunk_batches) EXPECT_EQ(b, 8u) << "a file's first chunk ran in a call of " << b;
+}
 
 TEST(BatchOpeningTest, ProcessModeStartsEveryWorkerOnAFullBatch) { expect_full_first_batches("process"); }
 

@@ -28,6 +28,7 @@
 #include "tools/speech_synth.h"
 #include "worker/model/model.h"
 #include "worker/model/torch_module.h"
+#include "worker/optimize/optimize.h"
 #include "worker/shared_weights.h"
 
 namespace corepool {
@@ -81,9 +82,12 @@ struct Scored {
 
 // Every stream through corepool at once; kill_after > 0 kills worker 0 (process
 // mode) once that many chunks are in.
-Scored through_corepool(const std::string& mode, int workers, int max_batch, int kill_after = 0) {
+// engine.optimize "onednn" (the default) runs the method frozen; "none" as loaded.
+Scored through_corepool(const std::string& mode, int workers, int max_batch, int kill_after = 0,
+                        const std::string& optimize = "onednn") {
   auto model = load_model(kDir);
   Config config;
+  config.optimize = optimize;
   config.model_dir = kDir;
   config.mode = mode;
   config.workers = workers;
@@ -144,6 +148,29 @@ TEST(SileroTest, ThreadModeBatchedAcrossStreamsMatchesTheModuleRunInALoop) {
   const Scored got = through_corepool("thread", 1, 8);
   EXPECT_GT(got.largest_batch, 1u);  // chunks of different streams shared calls
   expect_matches_reference(got);
+}
+
+TEST(SileroTest, TheMethodAsLoadedBatchedAcrossStreamsMatchesTheModuleRunInALoop) {
+  SKIP_WITHOUT_SILERO();
+  const Scored got = through_corepool("thread", 1, 8, 0, "none");
+  EXPECT_GT(got.largest_batch, 1u);
+  expect_matches_reference(got);
+}
+
+// engine.optimize freezes the method alone (the top level's freeze would drop
+// it): the engine then calls the frozen module itself. bf16 leaves it as loaded.
+TEST(SileroTest, OptimizeFreezesTheMethodAloneAndBf16LeavesItAsLoaded) {
+  SKIP_WITHOUT_SILERO();
+  auto model = load_model(kDir);
+  const OptimizeOutcome o = optimize_model(*model, "onednn", /*shared=*/false);
+  EXPECT_EQ(o.fallback, "");
+  EXPECT_EQ(o.applied, "frozen");
+  EXPECT_LE(o.max_difference, 1e-5);
+  EXPECT_TRUE(torch_of(*model).method_is_module);
+  EXPECT_FALSE(module_of(*model).hasattr("_model")) << "the module is the inner network itself";
+  auto as_loaded = load_model(kDir);
+  EXPECT_EQ(optimize_model(*as_loaded, "bf16", /*shared=*/false).applied, "none");
+  EXPECT_FALSE(torch_of(*as_loaded).method_is_module);
 }
 
 TEST(SileroTest, ProcessModeAtBatchOneMatchesTheModuleRunInALoop) {

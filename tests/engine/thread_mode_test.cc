@@ -123,6 +123,28 @@ TEST(ThreadModeTest, SubmitBlocksWhenTheQueueIsFull) {
   EXPECT_EQ(submitted, 5);
 }
 
+// Work that comes in groups (a stateful model's lanes go round as the groups
+// their calls made) is shared: one engine taking all 40 while the other idles
+// would halve the throughput.
+TEST(ThreadModeTest, TwoIdleEnginesSplitAQueuedGroupBetweenThem) {
+  auto model = load_model(COREPOOL_DEFAULT_MODEL);
+  std::mutex mu;
+  std::vector<uint32_t> batches;
+  ThreadExecutor ex(model, {2, 64, 0, {}}, [&](SegmentResult&& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_TRUE(r.error.empty()) << r.error;
+    if (r.timing.batch_pos == 0) batches.push_back(r.timing.batch);
+  });
+  ASSERT_TRUE(testing::wait_until([&] { return ex.idle_engines() == 2; }, std::chrono::seconds(30)));
+  std::vector<SegmentTask> group;
+  for (uint64_t i = 0; i < 40; ++i) group.push_back({0, i, segment_for(model->config, i), TaskInput::kPcm});
+  ASSERT_TRUE(ex.try_submit(group));
+  ex.wait_idle();
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_GE(batches.size(), 2u);
+  for (const uint32_t b : batches) EXPECT_LE(b, 20u) << "an engine took more than its half";
+}
+
 TEST(ThreadModeTest, AMisshapenSegmentFailsAloneAndTheOthersSucceed) {
   auto model = load_model(COREPOOL_DEFAULT_MODEL);
   std::mutex mu;

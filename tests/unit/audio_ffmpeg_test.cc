@@ -21,6 +21,11 @@
 #include <string>
 #include <vector>
 
+extern "C" {
+#include <libavformat/avformat.h>
+}
+
+#include "audio/audio_source.h"
 #include "audio/audio_stream.h"
 #include "audio/event_json.h"
 #include "tests/support/sanitized.h"
@@ -183,6 +188,53 @@ TEST_F(AudioFfmpegTest, M4aFromMemoryGivesTheSameSamplesAsFromDisk) {
   }
   EXPECT_THAT(stream.info().format, HasSubstr("AAC"));
   EXPECT_EQ(from_memory, decode(path("a.m4a")));
+}
+
+// A WAV header that says 16-bit PCM over MP3 frames (as some converters write
+// them): FFmpeg probes the data behind the PCM tag and decodes MP3. A WAV's
+// data is probed on its first packet only (audio_source.cc); that finds it.
+TEST_F(AudioFfmpegTest, Mp3BehindAPcmWavHeaderIsDecodedAsMp3) {
+  reference(3.0);
+  ASSERT_TRUE(ffmpeg("-i " + path("ref.wav") + " -c:a libmp3lame -b:a 64k -id3v2_version 0 -write_xing 0 " +
+                     path("a.mp3")));
+  const std::string mp3 = slurp(path("a.mp3"));
+  std::string header = "RIFF....WAVEfmt ";
+  auto le = [&](uint32_t v, int bytes) {
+    for (int b = 0; b < bytes; ++b) header.push_back(char((v >> (8 * b)) & 0xFF));
+  };
+  le(16, 4), le(1, 2), le(1, 2), le(kRate, 4), le(kRate * 2, 4), le(2, 2), le(16, 2);  // PCM, 16-bit mono
+  header += "data", le(uint32_t(mp3.size()), 4);
+  const uint32_t riff = uint32_t(header.size() - 8 + mp3.size());
+  for (int b = 0; b < 4; ++b) header[size_t(4 + b)] = char((riff >> (8 * b)) & 0xFF);
+  spill(path("mp3.wav"), header + mp3);
+
+  AudioStream stream(path("mp3.wav"), kRate);
+  std::vector<float> got;
+  while (stream.read(got)) {
+  }
+  EXPECT_THAT(stream.info().format, HasSubstr("MP3"));
+  const std::vector<float> want = decode(path("a.mp3"));
+  EXPECT_LE(std::abs(double(got.size()) - double(want.size())), 1152.0);
+  EXPECT_GE(snr_db(want, got), 60) << "the same frames, decoded the same";
+}
+
+// What makes opening many short WAVs cheap: their PCM data is probed on one
+// packet, not FFmpeg's 32 (each probe runs every demuxer's); any other
+// container keeps FFmpeg's own limit.
+TEST_F(AudioFfmpegTest, AWavIsProbedOnOnePacketAndOtherContainersAsFfmpegProbesThem) {
+  reference(1.0);
+  ASSERT_TRUE(ffmpeg("-i " + path("ref.wav") + " -c:a flac " + path("a.flac")));
+  const MediaInput wav(AudioSource::file(path("ref.wav")));
+  const MediaInput flac(AudioSource::file(path("a.flac")));
+  ASSERT_NE(wav.get(), nullptr) << wav.error_text();
+  ASSERT_NE(flac.get(), nullptr) << flac.error_text();
+  AVFormatContext* defaults = avformat_alloc_context();
+  ASSERT_NE(defaults, nullptr);
+  const int ffmpeg_default = defaults->max_probe_packets;
+  avformat_free_context(defaults);
+  EXPECT_EQ(wav.get()->max_probe_packets, 1);
+  EXPECT_GT(ffmpeg_default, 1);
+  EXPECT_EQ(flac.get()->max_probe_packets, ffmpeg_default);
 }
 
 TEST_F(AudioFfmpegTest, VideoWithoutAudioIsNotAudioAndSaysSo) {

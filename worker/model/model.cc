@@ -66,4 +66,20 @@ std::shared_ptr<const LoadedModel> load_model(const std::string& dir) {
 torch::jit::Module& module_of(const LoadedModel& model) { return model.torch->module; }
 TorchModule& torch_of(const LoadedModel& model) { return *model.torch; }
 
+torch::jit::Module stateful_method(const torch::jit::Module& module, const std::string& path, const std::string& dir) {
+  torch::jit::Module m = module;
+  std::string rest = path;
+  while (!rest.empty()) {
+    const size_t dot = rest.find('.');
+    const std::string name = rest.substr(0, dot);
+    rest = dot == std::string::npos ? "" : rest.substr(dot + 1);
+    if (!m.hasattr(name) || !m.attr(name).isModule()) {
+      throw ModelError(dir + "/model.pt: [stateful] method = \"" + path + "\": no submodule " + name);
+    }
+    m = m.attr(name).toModule();
+  }
+  if (!m.find_method("forward")) throw ModelError(dir + "/model.pt: " + path + " has no forward()");
+  return m;
+}
+
 }  // namespace corepool

@@ -17,8 +17,11 @@ struct TorchModule {
   // Declared first, destroyed last: the module's tensors may live in it.
   std::shared_ptr<WeightArena> arena;  // process mode's optimized weights; null otherwise
   torch::jit::Module module;           // eval()'d; parameters never require grad
-  std::string optimized = "none";      // what optimize_model() applied: none | onednn | bf16
+  std::string optimized = "none";      // what optimize_model() applied: none | onednn | onednn-direct | bf16 | frozen
   at::ScalarType input_dtype = at::kFloat;  // bf16 modules take bf16 input
+  // A stateful model's method frozen alone (optimize_model): `module` IS the
+  // method to call, not the module that holds it at [stateful] method.
+  bool method_is_module = false;
 };
 
 // The model's module. A jit::Module is a handle: copies share the weights, and
@@ -27,5 +30,10 @@ struct TorchModule {
 struct LoadedModel;
 torch::jit::Module& module_of(const LoadedModel& model);
 TorchModule& torch_of(const LoadedModel& model);
+
+// A stateful model's method ([stateful] method in model.toml): the submodule at dotted `path` ("_model", "a.b") of `module`, or `module`
+// itself for "". Throws ModelError naming model.pt when a step is missing,
+// is not a submodule, or the result has no forward().
+torch::jit::Module stateful_method(const torch::jit::Module& module, const std::string& path, const std::string& dir);
 
 }  // namespace corepool

@@ -12,6 +12,7 @@
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/passes/freeze_module.h>
 #include <torch/csrc/jit/passes/frozen_graph_optimizations.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
 #include <spdlog/spdlog.h>
 
 #include "worker/optimize/linear_rewrite.h"
@@ -159,6 +160,53 @@ torch::jit::Module checked_module(const LoadedModel& model, const std::string& m
   return optimized;
 }
 
+// A stateful model runs a submodule's method, which freezing the top level
+// would drop: the method alone is frozen (its submodules' calls inlined, its
+// weights folded into constants), checked on two streams' chunk and state
+// against the method as loaded, and becomes the module
+// (TorchModule::method_is_module). Nothing more: optimize_for_inference's
+// prepacking was no faster on Silero VAD's inner network, and its LSTM cell
+// has no layer of ours (bench/silero_ceiling.cc measures all three forms).
+// freeze() inlines the submodules' calls only with the graph executor's
+// optimisation on, which configure_runtime_threads() turns off for running
+// (a per-thread setting): on while freezing, then back.
+torch::jit::Module frozen_stateful_method(const LoadedModel& model, WeightArena* arena, OptimizeOutcome& out) {
+  const StatefulSpec& s = model.config.stateful;
+  torch::jit::Module loaded = stateful_method(torch_of(model).module, s.method, model.dir);
+  torch::jit::Module frozen;
+  std::optional<WeightArena::Scope> scope;
+  if (arena) scope.emplace(*arena);
+  struct ExecutorOptimizeOn {
+    bool was = torch::jit::getGraphExecutorOptimize();
+    ExecutorOptimizeOn() { torch::jit::setGraphExecutorOptimize(true); }
+    ~ExecutorOptimizeOn() { torch::jit::setGraphExecutorOptimize(was); }
+  };
+  {
+    const ExecutorOptimizeOn on;
+    frozen = torch::jit::freeze(loaded.clone());
+  }
+  std::vector<int64_t> state_shape = s.state_shape;
+  state_shape[s.batch_dim()] = 2;
+  auto gen = at::detail::createCPUGenerator(20261129);
+  const torch::Tensor x = torch::randn({2, s.context_samples + s.chunk_samples}, gen) * 0.1;
+  const torch::Tensor state = torch::randn(state_shape, gen) * 0.1;
+  c10::InferenceMode guard;
+  const auto want = loaded.forward({x, state}).toTuple();
+  const auto got = frozen.forward({x, state}).toTuple();
+  out.max_difference = 0;
+  for (const int i : {s.score_output, s.state_output}) {
+    const torch::Tensor a = want->elements().at(i).toTensor(), b = got->elements().at(i).toTensor();
+    if (a.sizes() != b.sizes()) throw std::runtime_error("the frozen method's output " + std::to_string(i) +
+                                                         " has another shape");
+    out.max_difference = std::max(out.max_difference, (a - b).abs().max().item<double>());
+  }
+  if (!(out.max_difference <= optimize_tolerance("onednn"))) {
+    throw std::runtime_error("the frozen method's outputs differ from the method as loaded by " +
+                             std::to_string(out.max_difference));
+  }
+  return frozen;
+}
+
 std::string reason_of(const std::exception& e) {
   if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) return c10->what_without_backtrace();
   return e.what();
@@ -211,18 +259,22 @@ OptimizeOutcome optimize_model(const LoadedModel& model, const std::string& mode
   out.kernels_requested = kernels;
   out.applied = torch.optimized;
   if (mode == "none" || torch.optimized != "none") return out;
-  // freeze() keeps forward() alone, and a stateful model runs a submodule's
-  // method: it runs as loaded (its weights are still shared read-only).
-  if (model.config.is_stateful()) return out;
   if (mode != "onednn" && mode != "onednn-direct" && mode != "bf16") {
     throw std::invalid_argument("engine.optimize: unknown mode " + mode);
   }
+  // A stateful model: its method frozen (frozen_stateful_method), under
+  // onednn or onednn-direct; bf16 leaves it as loaded (its weights are still
+  // shared read-only).
+  if (model.config.is_stateful() && mode == "bf16") return out;
   const KernelPath path = checked_kernel_path(kernels, mode);
   const auto started = Clock::now();
   std::shared_ptr<WeightArena> arena = shared ? WeightArena::create(arena_capacity(model)) : nullptr;
   try {
-    out.applied = mode;
-    torch::jit::Module optimized = mode_module(model, mode, path, arena.get(), winograd_chunks, out);
+    const bool stateful = model.config.is_stateful();
+    out.applied = stateful ? "frozen" : mode;
+    torch::jit::Module optimized = stateful ? frozen_stateful_method(model, arena.get(), out)
+                                            : mode_module(model, mode, path, arena.get(), winograd_chunks, out);
+    if (stateful) out.clear_own_layers();
     if (arena) {
       if (arena->overflow_bytes() > 0) {
         throw std::runtime_error(std::to_string(arena->overflow_bytes()) + " bytes did not fit the weight arena");
@@ -236,6 +288,7 @@ OptimizeOutcome optimize_model(const LoadedModel& model, const std::string& mode
     torch.module = optimized;
     torch.optimized = out.applied;
     torch.input_dtype = mode == "bf16" ? at::kBFloat16 : at::kFloat;
+    torch.method_is_module = stateful;
   } catch (const std::exception& e) {
     out.applied = "none";
     out.clear_own_layers();

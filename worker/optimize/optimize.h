@@ -22,7 +22,7 @@ namespace corepool {
 
 struct OptimizeOutcome {
   std::string requested;   // none | onednn | onednn-direct | bf16
-  std::string applied;     // what the module now is; "none" after a fallback
+  std::string applied;     // what the module now is ("frozen": a stateful model's method); "none" after a fallback
   std::string fallback;    // why `requested` was not applied ("" if it was)
   std::string kernels_requested = "auto";  // engine.kernels (worker/kernels/kernel_path.h)
   // The path corepool's layers run on: "onednn", "corepool", "portable", under

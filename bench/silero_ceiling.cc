@@ -1,0 +1,122 @@
+// corepool-silero-ceiling: the bare ceiling of a stateful model (Silero VAD's
+// inner 16 kHz network), for bench/silero-bench.sh: one thread, a tight loop
+// of forward(x [B, context + chunk], state) on the same input, no IPC, no
+// decoding, warmed up before the clock. Prints, per batch size and per form of
+// the module (as loaded; frozen; frozen + optimize_for_inference), the
+// microseconds per chunk and the x real time ONE core can reach, so that
+// `corepool batch`'s figure per core can be read against it in the same run.
+// Prints figures; passes or fails on nothing but errors.
+//   corepool-silero-ceiling --model build/models/silero-vad [--batches 64,128,256,512] [--seconds 1]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+#include <torch/csrc/jit/passes/freeze_module.h>
+#include <torch/csrc/jit/passes/frozen_graph_optimizations.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
+#include <torch/script.h>
+
+#include "worker/model/model.h"
+#include "worker/model/torch_module.h"
+#include "worker/runtime.h"
+
+namespace corepool {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Microseconds per chunk of `method` at `batch`, the best of three timed
+// stretches of about `seconds` / 3 each, after a warm-up.
+double us_per_chunk(torch::jit::Module& method, const StatefulSpec& s, int64_t batch, double seconds) {
+  c10::InferenceMode guard;
+  std::vector<int64_t> state_shape = s.state_shape;
+  state_shape[s.batch_dim()] = batch;
+  const torch::Tensor x = torch::randn({batch, s.context_samples + s.chunk_samples}) * 0.1;
+  torch::Tensor state = torch::full(state_shape, s.state_initial);
+  const auto call = [&] { state = method.forward({x, state}).toTuple()->elements()[1].toTensor(); };
+  for (int i = 0; i < 10; ++i) call();
+  double best = 1e30;
+  for (int round = 0; round < 3; ++round) {
+    int calls = 0;
+    const auto t0 = Clock::now();
+    double elapsed = 0;
+    while (elapsed < seconds / 3) {
+      call();
+      ++calls;
+      elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    best = std::min(best, elapsed * 1e6 / (static_cast<double>(calls) * batch));
+  }
+  return best;
+}
+
+std::vector<int64_t> parse_batches(const std::string& text) {
+  std::vector<int64_t> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    out.push_back(std::stoll(text.substr(at, comma - at)));
+    at = comma + 1;
+  }
+  return out;
+}
+
+int run_main(int argc, char** argv) {
+  std::string model_dir = "build/models/silero-vad", batches_text = "64,128,256,512";
+  double seconds = 1.5;
+  CLI::App app{"corepool-silero-ceiling: one thread, tight forward() loop of a stateful model's method"};
+  app.add_option("--model", model_dir, "a stateful model directory");
+  app.add_option("--batches", batches_text, "batch sizes, comma-separated");
+  app.add_option("--seconds", seconds, "timed seconds per batch size and form");
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::warn);
+  configure_runtime_threads({1, 1});  // as an engine runs: one thread, the same graph executor settings
+  auto model = load_model(model_dir);
+  const ModelConfig& c = model->config;
+  if (!c.is_stateful()) throw std::runtime_error(model_dir + ": not a stateful model");
+  const double chunk_seconds = static_cast<double>(c.stateful.chunk_samples) / c.sample_rate;
+  torch::jit::Module loaded = stateful_method(module_of(*model), c.stateful.method, model_dir);
+  // freeze() inlines the submodules' calls only with the graph executor's
+  // optimisation on, which configure_runtime_threads turned off for running.
+  torch::jit::setGraphExecutorOptimize(true);
+  torch::jit::Module frozen = torch::jit::freeze(loaded.clone());
+  torch::jit::Module frozen_copy = torch::jit::freeze(loaded.clone());
+  torch::jit::Module optimized = torch::jit::optimize_for_inference(frozen_copy);
+  torch::jit::setGraphExecutorOptimize(false);
+  struct Form {
+    const char* name;
+    torch::jit::Module* module;
+  };
+  const Form forms[] = {{"as loaded", &loaded}, {"frozen", &frozen}, {"frozen+optimize_for_inference", &optimized}};
+  std::printf("ceiling, 1 thread, %s.%s: us per chunk (x real time per core)\n", model_dir.c_str(),
+              c.stateful.method.c_str());
+  std::printf("%8s", "batch");
+  for (const Form& f : forms) std::printf(" %32s", f.name);
+  std::printf("\n");
+  for (const int64_t b : parse_batches(batches_text)) {
+    std::printf("%8lld", static_cast<long long>(b));
+    for (const Form& f : forms) {
+      const double us = us_per_chunk(*f.module, c.stateful, b, seconds);
+      std::printf(" %17.1f us (%6.0fx)", us, chunk_seconds * 1e6 / us);
+      std::fflush(stdout);
+    }
+    std::printf("\n");
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace corepool
+
+int main(int argc, char** argv) {
+  try {
+    return corepool::run_main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "corepool-silero-ceiling: %s\n", e.what());
+    return 1;
+  }
+}
