@@ -99,6 +99,12 @@ void read_features(TomlReader& reader, ModelConfig& config) {
     reader.fail("features.n_fft", "must be a power of two, got " + std::to_string(config.n_fft));
   }
   config.hop_length = reader.get_int("features.hop_length", config.hop_length, 1, config.n_fft);
+  // A waveform model may leave hop_length out and shorten n_fft: the default
+  // hop must then fit too, or the file to_toml() writes would not load back.
+  if (!reader.has("features.hop_length") && config.hop_length > config.n_fft) {
+    reader.fail("features.n_fft", "is " + std::to_string(config.n_fft) + ", less than the default hop_length " +
+                                      std::to_string(config.hop_length) + ": set features.hop_length too");
+  }
   config.n_mels = reader.get_int("features.n_mels", config.n_mels, 1, 512);
   config.fmin = reader.get_double("features.fmin", config.fmin, 0, kNoLimit);
   config.fmax = reader.get_double("features.fmax", config.fmax, 0, kNoLimit);

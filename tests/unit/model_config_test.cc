@@ -151,6 +151,25 @@ names = ["a"]
   EXPECT_EQ(config.thresholds, std::vector<float>{0.5f});
 }
 
+// Found by model_config_fuzz: a waveform model's [features] with a short
+// n_fft and no hop_length loaded with the default hop (160) over n_fft, and
+// to_toml() then wrote a file that did not load.
+TEST_F(ModelConfigTest, AShortNfftWithTheDefaultHopIsRejectedNotWrittenBackBroken) {
+  const std::string text = R"([model]
+name = "raw"
+input = "waveform"
+sample_rate = 16000
+[features]
+n_fft = 64
+[labels]
+names = ["a"]
+)";
+  EXPECT_EQ(error_for(text), at(6, "features.n_fft", "is 64, less than the default hop_length 160: set features.hop_length too"));
+  const ModelConfig config = load_model_config(write(with_line(text, 6, "n_fft = 64\nhop_length = 32")));
+  EXPECT_EQ(config.hop_length, 32);
+  EXPECT_EQ(to_toml(load_model_config(write(to_toml(config)))), to_toml(config));
+}
+
 TEST_F(ModelConfigTest, DerivedSampleCountsRoundToTheNearestSample) {
   ModelConfig config;
   config.sample_rate = 16000;
