@@ -67,6 +67,24 @@ TEST(BenchCliTest, EveryPointRunsOnTheAllocatorItNames) {
   }
 }
 
+// CNN10 in process mode, one worker with two intra-op threads, the Winograd
+// chunks a sweep had chosen: every run failed with "WinogradConv: no
+// transformed weights for a chunk of 1" (oneDNN picked a weights layout at the
+// worker's two threads that the supervisor's pass had not made). Without
+// oneDNN's Winograd kernels (AVX2-only CPUs) the chunks are not used and this
+// passes either way.
+TEST(BenchCliTest, AProcessWorkerWithTwoIntraOpThreadsRunsEveryWinogradChunk) {
+  testing::TempDir dir;
+  const std::string audio = dir / "in.wav";
+  synth::write_audio(audio, synth::demo_of_seconds(8, 16000));
+  const auto r = corepool_cli({"bench", "--point", "process", "--audio", audio, "--model", COREPOOL_CNN10_MODEL,
+                               "--workers", "1", "--intra-op-threads", "2", "--optimize", "onednn", "--max-batch", "16",
+                               "--winograd-chunks", "2,2,1,1,1,8,1,1"},
+                              dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["kind"], "process");
+}
+
 TEST(BenchCliTest, TunePrintsAConfigSnippetCorepoolAccepts) {
   testing::TempDir dir;
   const auto r = corepool_cli({"tune", "--model", COREPOOL_DEFAULT_MODEL, "--mode", "process", "--worker-counts",

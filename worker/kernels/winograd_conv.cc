@@ -98,27 +98,37 @@ const WinogradConv::Primitive& WinogradConv::primitive(int64_t chunk, int64_t he
   const std::vector<int64_t> key{chunk, height, width};
   if (auto it = primitives_.find(key); it != primitives_.end()) return *it->second;
   std::unique_ptr<Layouts>& layouts = layouts_[{height, width}];
+  // The weights in oneDNN's layout `desc`, unless they are there already.
+  const auto transform = [this](Layouts& into, const memory::desc& desc) {
+    if (std::find(into.descs.begin(), into.descs.end(), desc) != into.descs.end()) return;
+    memory plain({{out_channels(), in_channels(), 3, 3}, DataType::f32, Tag::oihw}, onednn_engine(),
+                 weight_.data_ptr());
+    at::Tensor packed = at::empty({static_cast<int64_t>(desc.get_size())}, at::kByte);
+    memory target(desc, onednn_engine(), packed.data_ptr());
+    dnnl::reorder(plain, target).execute(onednn_thread_stream(), plain, target);
+    onednn_thread_stream().wait();
+    into.descs.push_back(desc);
+    into.packed.push_back(packed);
+  };
   if (!layouts) {
     // Every layout the chunk sizes need, transformed now: this first call runs
     // in the optimizer's arena scope, later ones would not.
     layouts = std::make_unique<Layouts>();
-    memory plain({{out_channels(), in_channels(), 3, 3}, DataType::f32, Tag::oihw}, onednn_engine(),
-                       weight_.data_ptr());
     for (int64_t n = 1; n <= kMaxChunk; ++n) {
-      const memory::desc desc = conv_desc(n, in_channels(), out_channels(), height, width, relu_, plain_input_).weights_desc();
-      if (std::find(layouts->descs.begin(), layouts->descs.end(), desc) != layouts->descs.end()) continue;
-      at::Tensor packed = at::empty({static_cast<int64_t>(desc.get_size())}, at::kByte);
-      memory target(desc, onednn_engine(), packed.data_ptr());
-      dnnl::reorder(plain, target).execute(onednn_thread_stream(), plain, target);
-      onednn_thread_stream().wait();
-      layouts->descs.push_back(desc);
-      layouts->packed.push_back(packed);
+      transform(*layouts, conv_desc(n, in_channels(), out_channels(), height, width, relu_, plain_input_).weights_desc());
     }
   }
   auto pd = conv_desc(chunk, in_channels(), out_channels(), height, width, relu_, plain_input_);
   auto made = std::make_unique<Primitive>();
-  const auto found = std::find(layouts->descs.begin(), layouts->descs.end(), pd.weights_desc());
-  TORCH_CHECK(found != layouts->descs.end(), "WinogradConv: no transformed weights for a chunk of ", chunk);
+  auto found = std::find(layouts->descs.begin(), layouts->descs.end(), pd.weights_desc());
+  if (found == layouts->descs.end()) {
+    // oneDNN chose a layout the optimizer's pass did not make: the layouts
+    // were transformed in the supervisor, and a process-mode worker with two
+    // intra-op threads asked for another ("no transformed weights for a chunk
+    // of 1" was a failed run). Transformed here, in this process's own memory.
+    transform(*layouts, pd.weights_desc());
+    found = layouts->descs.end() - 1;
+  }
   made->weights = layouts->packed[static_cast<size_t>(found - layouts->descs.begin())].data_ptr();
   made->weights_desc = pd.weights_desc();
   made->src_desc = pd.src_desc();
