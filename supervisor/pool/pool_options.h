@@ -29,6 +29,11 @@ struct ProcessPoolOptions {
   // slot. One slot at a time. 0 = never.
   uint64_t max_requests = 0;
   uint64_t max_rss_bytes = 0;
+  // Crash-loop back-off: a slot whose workers keep dying before they are ready
+  // waits respawn_backoff_ms << (deaths - 1), at most respawn_backoff_max_ms,
+  // and is given up after 10 tries. Tests shorten both; the schedule is the same.
+  int respawn_backoff_ms = 100;
+  int respawn_backoff_max_ms = 10000;
 };
 
 struct PoolCounters {

@@ -86,7 +86,8 @@ ExitVerdict WorkerTable::settle_exit(Worker& w, int status, bool shutting_down) 
 }
 
 // A worker that keeps dying before it is ready is crash-looping: back off
-// exponentially (100 ms .. 10 s) and give the slot up after 10 tries.
+// exponentially (options' respawn_backoff_ms .. respawn_backoff_max_ms, by
+// default 100 ms .. 10 s) and give the slot up after 10 tries.
 // `delay_ms` is the pause when it is not crash-looping.
 void WorkerTable::schedule_respawn(Worker& w, uint64_t delay_ms) {
   if (w.boot_crashes >= kCrashLoopTries) {
@@ -94,7 +95,12 @@ void WorkerTable::schedule_respawn(Worker& w, uint64_t delay_ms) {
     set_state(w, WorkerState::kFailed);
     return;
   }
-  if (w.boot_crashes > 0) delay_ms = std::min<uint64_t>(10000, 100ull << (w.boot_crashes - 1));
+  if (w.boot_crashes > 0) {
+    delay_ms = std::min<uint64_t>(options_.respawn_backoff_max_ms,
+                                  uint64_t(options_.respawn_backoff_ms) << (w.boot_crashes - 1));
+    spdlog::warn("worker {} died before becoming ready ({} of {} tries); respawning in {} ms", w.index,
+                 w.boot_crashes, kCrashLoopTries, delay_ms);
+  }
   set_state(w, WorkerState::kRespawnWait);
   uv_timer_start(&w.respawn_timer, on_respawn_timer_, delay_ms, 0);
 }

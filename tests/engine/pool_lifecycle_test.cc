@@ -126,8 +126,13 @@ TEST(DISABLED_LifecycleChild, CrashLoop) {
   // A copy of the loaded model that this test may change: the pool holds the
   // same object, and every worker it forks inherits the object as it is then.
   auto model = std::make_shared<LoadedModel>(*load_model(testing::small_model_dir(dir)));
+  // The production schedule scaled down tenfold (10 ms << k, at most 1 s):
+  // the same ten steps and the cap, in 4 s instead of 33.
+  ProcessPoolOptions o = options(1);
+  o.respawn_backoff_ms = 10;
+  o.respawn_backoff_max_ms = 1000;
   Results results;
-  ProcessPool pool(model, options(1), [&](SegmentResult&& r) { results.add(std::move(r)); });
+  ProcessPool pool(model, o, [&](SegmentResult&& r) { results.add(std::move(r)); });
   ASSERT_TRUE(run_one(pool, results, model->config, 0).error.empty());
 
   // From here on a new worker finds no module: its engine dereferences a null
@@ -142,15 +147,24 @@ TEST(DISABLED_LifecycleChild, CrashLoop) {
   EXPECT_EQ(crashes.size(), 10u);
   EXPECT_EQ(log->matching("died 10 times before becoming ready; giving the slot up").size(), 1u);
   EXPECT_EQ(pool.counters().restarts, 10u);  // the first replacement and 9 retries
-  // Backing off: each retry waits 100 ms << (crashes - 1), at most 10 s. The
+  // Backing off: each retry waits 10 ms << (crashes - 1), at most 1 s. The
   // pool's timer never fires early, so only a lower bound is asserted, with a
-  // margin for the loop's cached clock, and only from the 400 ms step on; a
+  // margin for the loop's cached clock, and only from the 40 ms step on; a
   // slow machine only widens the gaps.
   ASSERT_EQ(crashes.size(), 10u);
   for (size_t k = 3; k < crashes.size(); ++k) {
     const auto gap = std::chrono::duration_cast<std::chrono::milliseconds>(crashes[k].at - crashes[k - 1].at);
-    const auto planned = std::chrono::milliseconds(std::min<int64_t>(10000, int64_t{100} << (k - 1)));
+    const auto planned = std::chrono::milliseconds(std::min<int64_t>(1000, int64_t{10} << (k - 1)));
     EXPECT_GE(gap, planned / 2) << "retry " << k << " came " << gap.count() << " ms after the crash before it";
+  }
+  // The schedule as planned, from the pool's own lines: doubling from 10 ms,
+  // held at the 1 s cap (without it the last two would be 2560 and 5120 ms).
+  const char* planned_ms[] = {"10", "20", "40", "80", "160", "320", "640", "1000", "1000"};
+  for (int k = 1; k <= 9; ++k) {
+    EXPECT_EQ(log->matching("(" + std::to_string(k) + " of 10 tries); respawning in " + planned_ms[k - 1] + " ms")
+                  .size(),
+              1u)
+        << "try " << k;
   }
 
   // Given up: the slot stays empty. A single-worker pool has nobody left, so
@@ -159,13 +173,13 @@ TEST(DISABLED_LifecycleChild, CrashLoop) {
   EXPECT_FALSE(pool.all_ready());
   const SegmentResult refused = run_one(pool, results, model->config, 1);
   EXPECT_THAT(refused.error, HasSubstr("no worker left"));
-  // And no fork follows: watched for longer than the longest back-off (10 s).
+  // And no fork follows: watched for longer than the longest back-off (1 s).
   const bool forked = testing::wait_until(
       [&] {
         return pool.worker_pids()[0] != 0 || pool.counters().restarts != 10 ||
                !testing::child_pids(::getpid()).empty();
       },
-      std::chrono::milliseconds(11000));
+      std::chrono::milliseconds(2000));
   EXPECT_FALSE(forked) << "a worker was forked after the slot was given up";
   EXPECT_EQ(log->matching("killed by signal 11").size(), 10u);
   model->torch = keep_module;
