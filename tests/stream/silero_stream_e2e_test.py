@@ -9,7 +9,7 @@ audio streams, on loopback against the real binary, in --mode thread|process:
   their own events, those of batch on that file: no state or event mixed;
 - the same two files as two sequences interleaved on one gRPC ModelStreamInfer
   call (as tritonclient.grpc drives it) each get their own events;
-- a whole-body request is refused with a message naming the stream routes;
+- a whole-body or tensor infer request is refused with a message naming the stream routes;
 - /metrics has corepool_stream_decision_seconds, each sample under its own TYPE;
 - process mode: a worker SIGKILLed while streams run loses no event (the chunk
   it held is re-dispatched with its state).
@@ -142,6 +142,17 @@ class SileroStreams(unittest.TestCase):
             urllib.request.urlopen(request, timeout=60)
         self.assertEqual(caught.exception.code, 400)
         self.assertIn("/v2/models/silero-vad/audio/stream", caught.exception.read().decode())
+
+    def test_a_tensor_infer_request_names_the_stream_routes(self):
+        # One item of the task's own layout (context + chunk + state: 64 + 512 + 256 floats).
+        body = json.dumps({"inputs": [{"name": "input", "shape": [1, 832], "datatype": "FP32",
+                                       "data": [0.0] * 832}]}).encode()
+        request = urllib.request.Request("http://127.0.0.1:%d/v2/models/%s/infer" % (self.server.http_port, MODEL),
+                                         data=body, method="POST", headers={"Content-Type": "application/json"})
+        with self.assertRaises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(request, timeout=60)
+        self.assertEqual(caught.exception.code, 400)
+        self.assertIn("is stateful", caught.exception.read().decode())
 
     def test_metrics_have_the_decision_histogram_under_its_own_type(self):
         asyncio.run(ws.stream(self.url(), ws.chunks(self.files.pcm_a[:3 * 16000 * 2], 3200)))
