@@ -21,6 +21,7 @@
 // run where a client sent a frame more than 0.5 s late says so (the figure is
 // then the client's limit, not the server's). Prints figures only; never fails
 // on them (exit 1 only when the server could not be started or reached).
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/resource.h>
@@ -28,8 +29,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -107,7 +110,9 @@ class Server {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    throw std::runtime_error("corepool serve did not listen within 600 s; its log: " + log_);
+    ::kill(pid_, SIGKILL);  // the destructor does not run for a constructor that throws
+    ::waitpid(pid_, nullptr, 0);
+    throw std::runtime_error("corepool serve did not listen within 600 s:\n" + log_text());
   }
   ~Server() {
     if (pid_ > 0) {
@@ -318,12 +323,22 @@ Run run_streams(const Options& o, int port, const std::string& model_name, const
                                                first, stop + (first - start)));
     clients.back()->run();
   }
-  std::thread io([&] { ioc.run(); });
+  std::atomic<bool> io_done{false};
+  std::thread io([&] {
+    ioc.run();
+    io_done.store(true);
+  });
   std::this_thread::sleep_until(start + (stop - start) / 2);
   run.lag_mid = scrape(port).max_lag;
   std::this_thread::sleep_until(stop - std::chrono::milliseconds(300));
   run.lag_end = scrape(port).max_lag;
-  io.join();  // every client has its close, or its error
+  // Every client has its close, or its error; one that still waits for its
+  // summary 120 s after the end counts as not closed.
+  for (const auto deadline = stop + std::chrono::seconds(120); !io_done.load() && Clock::now() < deadline;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ioc.stop();
+  io.join();
   run.client_cpu_s = cpu_seconds() - cpu0;
   const HistogramCounts d = minus(scrape(port).decisions, before.decisions);
   run.decisions = d.count;
