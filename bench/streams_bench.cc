@@ -464,6 +464,10 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
 
   const auto [name, segment_s] = model_facts(o.model);
+  // The table names the model by its directory: CNN10's model.toml is named "default" too.
+  std::string dir = o.model;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const std::string label = dir.substr(dir.find_last_of('/') + 1);
   const std::string pcm = read_pcm(o);
   struct Row {
     std::string mode;
@@ -472,7 +476,7 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
   std::stringstream modes(o.modes);
   for (std::string mode; std::getline(modes, mode, ',');) {
-    std::printf("%s, %s mode, %d workers, %.0f s per run:\n", name.c_str(), mode.c_str(), o.workers, o.seconds);
+    std::printf("%s, %s mode, %d workers, %.0f s per run:\n", label.c_str(), mode.c_str(), o.workers, o.seconds);
     try {
       Server server(o, mode);
       rows.push_back({mode, find_k(o, server.port(), name, pcm, segment_s)});
@@ -484,7 +488,7 @@ int main(int argc, char** argv) {
   std::printf("\n| model | mode | K sustained | p50 ms | p99 ms | client cpu (cores) | CPU |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows) {
-    std::printf("| %s | %s | %s%d | %.1f | %.1f | %.2f | %s |\n", name.c_str(), r.mode.c_str(),
+    std::printf("| %s | %s | %s%d | %.1f | %.1f | %.2f | %s |\n", label.c_str(), r.mode.c_str(),
                 r.run.capped ? ">= " : "", r.run.k, r.run.p50_ms,
                 r.run.p99_ms, r.run.client_cpu_s / o.seconds, cpu_name().c_str());
   }
