@@ -29,6 +29,11 @@ void StatefulSession::take_samples(const std::vector<float>& samples, Clock::tim
   arrivals_.emplace_back(samples_in_, arrived);
   tail_ = tail_ || last;
   submit_next();
+  // The chunks wait here for their state, not in the base's queue: the same bound applies.
+  if (static_cast<double>(buffer_.size()) > kQueueSeconds * model_.sample_rate) {
+    end(StreamEnd::kQueueFull, "stream queue full: more than " + std::to_string(int(kQueueSeconds)) +
+                                   " s of audio waiting for its chunks' decisions; send no faster than the server tags");
+  }
 }
 
 StreamSessionBase::Clock::time_point StatefulSession::arrival_of(int64_t sample) {

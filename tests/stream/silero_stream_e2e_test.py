@@ -12,7 +12,8 @@ audio streams, on loopback against the real binary, in --mode thread|process:
 - a whole-body or tensor infer request is refused with a message naming the stream routes;
 - /metrics has corepool_stream_decision_seconds, each sample under its own TYPE;
 - process mode: a worker SIGKILLed while streams run loses no event (the chunk
-  it held is re-dispatched with its state).
+  it held is re-dispatched with its state); with every worker stopped, a
+  stream whose audio waits more than 30 s for its chunks is closed 1008.
 
 Without build/models/silero-vad/model.pt it says so and exits 77 (ctest: skipped).
 
@@ -198,6 +199,39 @@ class WorkerKilled(unittest.TestCase):
             self.assertEqual(got.finals[seq]["events"], len(want))
         self.assertGreater(gs.metric(server.metrics(), "corepool_segments_redispatched_total"), 0,
                            "the killed worker held no chunk: the test did not test it")
+
+
+class ChunksWaiting(unittest.TestCase):
+    """Process mode: audio waiting for its chunks' decisions is bounded like the queue."""
+
+    def test_a_stream_whose_chunks_wait_more_than_30_s_is_ended_queue_full(self):
+        if ARGS.mode != "process":
+            self.skipTest("workers are processes in process mode only")
+        workdir = tempfile.TemporaryDirectory()
+        self.addCleanup(workdir.cleanup)
+        f = Files(workdir.name)
+        server = gs.Server(workdir.name)
+        self.addCleanup(server.stop)
+        workers = server.workers()
+        for pid in workers:  # no chunk is decided while they are stopped
+            os.kill(pid, signal.SIGSTOP)
+        self.addCleanup(lambda: [os.kill(pid, signal.SIGCONT) for pid in workers if os.path.exists("/proc/%d" % pid)])
+        url = "ws://127.0.0.1:%d/v2/models/%s/audio/stream?sample_rate=16000&channels=1&format=s16le" % (
+            server.http_port, MODEL)
+
+        async def flood():
+            async with ws.websockets.connect(url) as sock:
+                try:
+                    for piece in ws.chunks(f.pcm_a + f.pcm_a[:8 * 16000 * 2], 16000):  # 36 s of audio
+                        await sock.send(piece)
+                except ws.websockets.ConnectionClosed:
+                    pass
+                await asyncio.wait_for(sock.wait_closed(), 60)
+                return sock.close_code, sock.close_reason
+
+        code, reason = asyncio.run(flood())
+        self.assertEqual(code, 1008, reason)
+        self.assertIn("stream queue full", reason)
 
 
 def main():
