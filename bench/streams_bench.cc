@@ -152,6 +152,7 @@ struct Scrape {
   HistogramCounts decisions{std::vector<double>(corepool::kDecisionBuckets.begin(), corepool::kDecisionBuckets.end()),
                             std::vector<uint64_t>(corepool::kDecisionBuckets.size() + 1, 0)};
   double max_lag = 0;  // over the open streams
+  double batches = 0, segments = 0;  // forward() calls and the segments / chunks they ran
 };
 
 // corepool_stream_decision_seconds' cumulative buckets back into counts, and the largest stream lag.
@@ -165,6 +166,8 @@ Scrape scrape(int port) {
     std::smatch m;
     if (std::regex_search(line, m, bucket)) cumulative.push_back(static_cast<uint64_t>(std::stod(m[2])));
     else if (std::regex_search(line, m, lag)) s.max_lag = std::max(s.max_lag, std::stod(m[1]));
+    else if (line.rfind("corepool_batches_total ", 0) == 0) s.batches = std::stod(line.substr(23));
+    else if (line.rfind("corepool_segments_total ", 0) == 0) s.segments = std::stod(line.substr(24));
   }
   if (cumulative.size() != s.decisions.counts.size()) {
     throw std::runtime_error("/metrics has no corepool_stream_decision_seconds with the expected buckets");
@@ -297,6 +300,7 @@ struct Run {
   std::string why;  // when not
   double p50_ms = 0, p99_ms = 0, lag_mid = 0, lag_end = 0, client_cpu_s = 0, client_late_max = 0;
   uint64_t decisions = 0;
+  double mean_batch = 0;  // segments or chunks per forward() over the run
 };
 
 double cpu_seconds() {
@@ -340,7 +344,9 @@ Run run_streams(const Options& o, int port, const std::string& model_name, const
   ioc.stop();
   io.join();
   run.client_cpu_s = cpu_seconds() - cpu0;
-  const HistogramCounts d = minus(scrape(port).decisions, before.decisions);
+  const Scrape after = scrape(port);
+  const HistogramCounts d = minus(after.decisions, before.decisions);
+  if (after.batches > before.batches) run.mean_batch = (after.segments - before.segments) / (after.batches - before.batches);
   run.decisions = d.count;
   run.p50_ms = d.quantile(0.5) * 1e3;
   run.p99_ms = d.quantile(0.99) * 1e3;
@@ -405,9 +411,10 @@ std::pair<std::string, double> model_facts(const std::string& dir) {
 }
 
 void print_run(const Run& r) {
-  std::printf("  K=%-5d %-9s p50 %7.1f ms  p99 %7.1f ms  (%llu decisions)  lag %.2f -> %.2f s  client cpu %.1f s%s%s\n",
+  std::printf("  K=%-5d %-9s p50 %7.1f ms  p99 %7.1f ms  (%llu decisions, mean batch %.1f)  lag %.2f -> %.2f s  "
+              "client cpu %.1f s%s%s\n",
               r.k, r.sustained ? "sustained" : "NOT", r.p50_ms, r.p99_ms, static_cast<unsigned long long>(r.decisions),
-              r.lag_mid, r.lag_end, r.client_cpu_s, r.why.empty() ? "" : "  ", r.why.c_str());
+              r.mean_batch, r.lag_mid, r.lag_end, r.client_cpu_s, r.why.empty() ? "" : "  ", r.why.c_str());
   std::fflush(stdout);
 }
 
