@@ -346,7 +346,9 @@ Run run_streams(const Options& o, int port, const std::string& model_name, const
   run.client_cpu_s = cpu_seconds() - cpu0;
   const Scrape after = scrape(port);
   const HistogramCounts d = minus(after.decisions, before.decisions);
-  if (after.batches > before.batches) run.mean_batch = (after.segments - before.segments) / (after.batches - before.batches);
+  if (after.batches > before.batches) {
+    run.mean_batch = (after.segments - before.segments) / (after.batches - before.batches);
+  }
   run.decisions = d.count;
   run.p50_ms = d.quantile(0.5) * 1e3;
   run.p99_ms = d.quantile(0.99) * 1e3;
@@ -368,11 +370,13 @@ Run run_streams(const Options& o, int port, const std::string& model_name, const
   if (failed) run.why = std::to_string(failed) + " streams failed (" + first_error + ")";
   else if (unclosed) run.why = std::to_string(unclosed) + " streams ended without summary and close 1000";
   else if (dropped) run.why = std::to_string(dropped) + " frames dropped";
-  else if (run.lag_end >= lag_bound) run.why = "lag " + std::to_string(run.lag_end) + " s >= " + std::to_string(lag_bound);
+  else if (run.lag_end >= lag_bound) run.why = "lag " + std::to_string(run.lag_end) + " s at the end";
   else if (run.lag_end - run.lag_mid >= 1.0) run.why = "lag growing";
-  else if (o.p99_bound_ms > 0 && run.p99_ms >= o.p99_bound_ms) run.why = "p99 over " + std::to_string(o.p99_bound_ms) + " ms";
+  else if (o.p99_bound_ms > 0 && run.p99_ms >= o.p99_bound_ms) run.why = "p99 over the bound";
   run.sustained = run.why.empty();
-  if (run.client_late_max > kLateLimit) run.why += (run.why.empty() ? "" : "; ") + std::string("client late (its own limit)");
+  if (run.client_late_max > kLateLimit) {
+    run.why += (run.why.empty() ? "" : "; ") + std::string("client late (its own limit)");
+  }
   return run;
 }
 

@@ -32,7 +32,8 @@ void StatefulSession::take_samples(const std::vector<float>& samples, Clock::tim
   // The chunks wait here for their state, not in the base's queue: the same bound applies.
   if (static_cast<double>(buffer_.size()) > kQueueSeconds * model_.sample_rate) {
     end(StreamEnd::kQueueFull, "stream queue full: more than " + std::to_string(int(kQueueSeconds)) +
-                                   " s of audio waiting for its chunks' decisions; send no faster than the server tags");
+                                   " s of audio waiting for its chunks' decisions; "
+                                   "send no faster than the server tags");
   }
 }
 
@@ -75,14 +76,17 @@ void StatefulSession::on_result(SegmentResult&& r) {
     return;
   }
   observe_decision(in_flight_arrived_);
-  for (size_t l = 0; l < trackers_.size(); ++l) {
-    for (const SpeechSpan& s : trackers_[l].push(r.scores[l])) {
-      send_event({double(s.start) / model_.sample_rate, double(s.end) / model_.sample_rate, model_.labels[l], s.score});
-    }
-  }
+  for (size_t l = 0; l < trackers_.size(); ++l) send_spans(l, trackers_[l].push(r.scores[l]));
   take_state(model_, r, state_);
   ++chunks_done_;
   tagged_seconds_.store(double(chunks_done_ * chunk_) / model_.sample_rate);
+}
+
+void StatefulSession::send_spans(size_t label, const std::vector<SpeechSpan>& spans) {
+  const double rate = model_.sample_rate;
+  for (const SpeechSpan& s : spans) {
+    send_event({double(s.start) / rate, double(s.end) / rate, model_.labels[label], s.score});
+  }
 }
 
 void StatefulSession::on_wake() {
@@ -109,11 +113,7 @@ void StatefulSession::flush_and_close(const Ending& ending) {
   std::lock_guard<std::mutex> lock(mu_);
   const double duration = double(samples_in_) / model_.sample_rate;
   if (!gone_ && failure_.empty()) {
-    for (size_t l = 0; l < trackers_.size(); ++l) {
-      for (const SpeechSpan& s : trackers_[l].finish(samples_in_)) {
-        send_event({double(s.start) / model_.sample_rate, double(s.end) / model_.sample_rate, model_.labels[l], s.score});
-      }
-    }
+    for (size_t l = 0; l < trackers_.size(); ++l) send_spans(l, trackers_[l].finish(samples_in_));
   }
   close_flushed(ending, duration, static_cast<uint64_t>(next_chunk_));
 }

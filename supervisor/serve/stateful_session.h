@@ -37,6 +37,7 @@ class StatefulSession final : public StreamSessionBase {
   void flush_and_close(const Ending& ending) override;
   bool submit_next();  // the stream's thread: the next chunk if it is whole (or the tail) and none is in flight
   Clock::time_point arrival_of(int64_t sample);  // when the audio up to `sample` had come
+  void send_spans(size_t label, const std::vector<SpeechSpan>& spans);  // under mu_
 
   const int64_t chunk_;
   const int64_t context_;
