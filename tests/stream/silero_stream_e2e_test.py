@@ -4,7 +4,8 @@ audio streams, on loopback against the real binary, in --mode thread|process:
 
 - a WebSocket stream of the 28 s demo gives the speech events `corepool batch
   --model build/models/silero-vad` writes for the same file (each boundary
-  within one chunk, 32 ms), then a summary, then close 1000;
+  within one chunk, 32 ms), then a summary, then close 1000; an event goes
+  out once it closes, before the stream ends;
 - two files streamed over two WebSockets at once (interleaved, paced) each get
   their own events, those of batch on that file: no state or event mixed;
 - the same two files as two sequences interleaved on one gRPC ModelStreamInfer
@@ -103,6 +104,30 @@ class SileroStreams(unittest.TestCase):
         self.assertEqual(summary["end"], "end")
         self.assertEqual(summary["segments"], -(-len(f.pcm_a) // 2 // 512))  # chunks, the last zero-padded
         self.assertAlmostEqual(summary["duration"], len(f.pcm_a) / 2 / f.rate, delta=0.001)
+
+    def test_an_event_goes_out_as_it_closes_before_the_stream_ends(self):
+        # The demo's speech ends by 8 s: with 12 s sent and nothing more, its
+        # event must come (min_silence and two pads later), not wait for the end.
+        f = self.files
+        first = f.pcm_a[:12 * f.rate * 2]
+
+        async def run():
+            async with ws.websockets.connect(self.url()) as sock:
+                for piece in ws.chunks(first, 3200):
+                    await sock.send(piece)
+                early = json.loads(await asyncio.wait_for(sock.recv(), 60))
+                for piece in ws.chunks(f.pcm_a[len(first):], 3200):
+                    await sock.send(piece)
+                await sock.send(json.dumps({"end": True}))
+                rest = [json.loads(m) async for m in sock]
+                return early, rest
+
+        early, rest = asyncio.run(run())
+        self.assertNotIn("summary", early, "the summary came first: no event went out before the end")
+        # Not flushed by the idle timeout (serve.stream_idle_s) while the client waited: ended by the client.
+        self.assertEqual(rest[-1]["summary"]["end"], "end")
+        events = [early] + [e for e in rest if "summary" not in e]
+        same_speech(self, events, f.want_a, "demo, 12 s then the rest")
 
     def test_two_websockets_at_once_each_get_their_own_events(self):
         f = self.files
