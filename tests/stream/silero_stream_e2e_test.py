@@ -129,6 +129,18 @@ class SileroStreams(unittest.TestCase):
         events = [early] + [e for e in rest if "summary" not in e]
         same_speech(self, events, f.want_a, "demo, 12 s then the rest")
 
+    def test_bad_audio_closes_1007_with_the_reason(self):
+        async def run():
+            async with ws.websockets.connect(self.url()) as sock:
+                await sock.send(self.files.pcm_a[:3200])
+                await sock.send(b"\x00\x00\x00")  # not whole s16le frames
+                await asyncio.wait_for(sock.wait_closed(), 60)
+                return sock.close_code, sock.close_reason
+
+        code, reason = asyncio.run(run())
+        self.assertEqual(code, 1007, reason)
+        self.assertIn("not whole frames", reason)
+
     def test_two_websockets_at_once_each_get_their_own_events(self):
         f = self.files
         self.assertGreaterEqual(len(f.want_b), 2, "batch found fewer than two speech events in the second file")
