@@ -9,7 +9,7 @@ CTEST_ARGS ?=
 
 CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=$(TYPE) -DCMAKE_INSTALL_PREFIX=$(PREFIX)
 
-.PHONY: all deps configure build run train test test-long test-slurm test-systemd deb install clean model bench bench-quick bench-silero bench-memory bench-ring bench-serve bench-grpc bench-soak bench-all
+.PHONY: all deps configure build run train test test-long test-slurm test-systemd deb install clean model bench bench-quick bench-silero bench-memory bench-ring bench-serve bench-grpc bench-soak bench-all bench-streams
 
 all: build
 
@@ -92,6 +92,21 @@ bench-serve: deps build
 bench-grpc: deps build
 	$(BUILD)/models/corepool-gen-model --out $(BUILD)/tiny-model --width 4
 	$(BUILD)/bench/corepool-grpc-bench --corepool $(BUILD)/supervisor/corepool --model $(BUILD)/tiny-model
+
+# Real-time 16 kHz WebSocket streams 2 cores sustain, p50 / p99 decision time:
+# the default model and CNN10 (lag bounded), Silero VAD (and p99 < 100 ms) when
+# build/models/silero-vad is there; thread and process mode (bench/streams_bench.cc; template in bench/RESULTS.md).
+# STREAMS_SECONDS per run (default 20); about 10 runs per model and mode.
+STREAMS_SECONDS ?= 20
+bench-streams: deps build
+	$(BUILD)/bench/corepool-streams-bench --corepool $(BUILD)/supervisor/corepool --model models/default \
+	  --seconds $(STREAMS_SECONDS) --start-k 16
+	$(BUILD)/bench/corepool-streams-bench --corepool $(BUILD)/supervisor/corepool --model $(CNN10) \
+	  --seconds $(STREAMS_SECONDS) --start-k 2
+	if [ -f $(BUILD)/models/silero-vad/model.pt ]; then \
+	  $(BUILD)/bench/corepool-streams-bench --corepool $(BUILD)/supervisor/corepool --model $(BUILD)/models/silero-vad \
+	    --seconds $(STREAMS_SECONDS) --start-k 32 --p99-bound-ms 100; \
+	else echo "Silero VAD skipped: $(BUILD)/models/silero-vad/model.pt not found"; fi
 
 # RSS/PSS over two hours of audio through POST /v1/audio:tag, jemalloc vs glibc,
 # both modes (~15 min here): tables on stdout, CSVs and soak-memory.png in $(BUILD)/soak.

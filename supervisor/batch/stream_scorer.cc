@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "worker/stateful_task.h"
+
 namespace corepool {
 
 StreamScorer::StreamScorer(const ModelConfig& model, Done done) : model_(model), done_(std::move(done)) {}
@@ -47,17 +49,12 @@ StreamScorer::TaskSource StreamScorer::take_source(uint64_t lane_id) {
 SegmentTask StreamScorer::next_task(TaskSource&& src) const {
   const std::vector<float>& samples = *src.samples;
   const StatefulSpec& s = model_.stateful;
-  SegmentTask task;
-  task.stream = src.lane;
-  task.index = static_cast<uint64_t>(src.chunk);
-  task.samples.assign(static_cast<size_t>(model_.task_floats()), 0.0f);
   const int64_t chunk_start = src.chunk * s.chunk_samples;
   const int64_t from = src.first ? chunk_start : chunk_start - s.context_samples;
   const int64_t to = std::min<int64_t>(chunk_start + s.chunk_samples, static_cast<int64_t>(samples.size()));
   const int64_t offset = from - (chunk_start - s.context_samples);  // where `from` lands in the task
-  if (to > from) std::copy(samples.begin() + from, samples.begin() + to, task.samples.begin() + offset);
-  std::copy(src.state.begin(), src.state.end(), task.samples.begin() + s.context_samples + s.chunk_samples);
-  return task;
+  return stateful_task(model_, src.lane, static_cast<uint64_t>(src.chunk), samples.data() + from,
+                       std::max<int64_t>(0, to - from), offset, src.state);
 }
 
 void StreamScorer::on_complete(SegmentResult&& r) {
@@ -67,16 +64,14 @@ void StreamScorer::on_complete(SegmentResult&& r) {
   LiveLane& lane = it->second;
   StreamState& stream = streams_.at(lane.stream);
   const size_t labels = model_.labels.size();
-  if (!r.error.empty() || r.scores.size() != static_cast<size_t>(model_.result_floats())) {
-    if (stream.error.empty()) {
-      stream.error = "chunk " + std::to_string(r.index) + ": " + (r.error.empty() ? "result of the wrong size" : r.error);
-    }
+  if (std::string error = stateful_result_error(model_, r); !error.empty()) {
+    if (stream.error.empty()) stream.error = std::move(error);
     lane.next = lane.span.end;  // this lane stops; the stream fails once its other lanes end
   } else {
     if (lane.next >= lane.span.keep) {  // a warm-up chunk's scores are dropped
       std::copy(r.scores.begin(), r.scores.begin() + labels, stream.scores.begin() + lane.next * labels);
     }
-    lane.state.assign(r.scores.begin() + labels, r.scores.end());
+    take_state(model_, r, lane.state);
     ++lane.next;
   }
   ready_.push_back(r.stream);

@@ -22,24 +22,6 @@
 #include "worker/model/model.h"
 
 namespace corepool {
-namespace {
-
-// The model serve can answer with: a stateful model (model.toml's
-// [model] kind = "stateful", e.g. Silero VAD) needs each stream's state
-// carried from chunk to chunk, which `corepool batch` does and serve's
-// request and stream paths do not yet; refused at load with the reason
-// rather than failing every request with a task-size error.
-std::shared_ptr<const LoadedModel> load_servable_model(const std::string& dir) {
-  auto model = load_model(dir);
-  if (model->config.is_stateful()) {
-    throw ModelError(dir + "/model.toml: [model] kind = \"stateful\": a stateful model runs through "
-                     "`corepool batch` only; `corepool serve` takes stateless models");
-  }
-  return model;
-}
-
-}  // namespace
-
 
 HttpServerOptions ServeProcess::http_options(const std::vector<ListenFd>& inherited) {
   HttpServerOptions o;
@@ -90,7 +72,7 @@ ExitCode ServeProcess::start() {
   service_ = std::make_unique<ServeService>(
       *this, metrics_, triton::ClientShmOptions{config_.allow_client_shm, config_.client_shm_group});
   try {
-    auto model = load_servable_model(config_.model_dir);
+    auto model = load_model(config_.model_dir);
     current_ = std::make_shared<Generation>(++generations_, config_, std::move(model), service_->statistics());
   } catch (const ModelError& e) {
     spdlog::error("model error: {}", e.what());
@@ -197,7 +179,7 @@ triton::Status ServeProcess::reload(const char* why, const std::string& engine_t
     if (!engine_toml.empty()) override_engine_keys(next, "parameters.config", engine_toml);
     check_reloadable(config_, next);
     spdlog::set_level(spdlog::level::from_str(next.log_level));
-    auto model = load_servable_model(next.model_dir);
+    auto model = load_model(next.model_dir);
     auto gen = std::make_shared<Generation>(generations_ + 1, next, std::move(model), service_->statistics());
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -14,6 +14,7 @@
 #include "audio/audio_stream.h"
 #include "audio/events.h"
 #include "audio/segmenter.h"
+#include "supervisor/triton/stateful_refusal.h"
 
 namespace corepool {
 namespace {
@@ -219,6 +220,10 @@ void AudioTagger::tag(Job& job) {
   if (job.cancel->cancelled()) {  // the client left while the job was queued
     cancelled_->fetch_add(1);
     job.reply.abandon(499);
+    return;
+  }
+  if (model.is_stateful()) {  // its chunks need a stream's state carried between them
+    job.reply.error(400, stateful_refusal(model.name));
     return;
   }
   std::unique_ptr<AudioStream> stream;

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "audio/pcm_stream.h"
+#include "supervisor/serve/stateful_session.h"
 #include "supervisor/serve/stream_session.h"
 
 namespace corepool {
@@ -43,9 +44,9 @@ AudioStreams::Opened StreamRegistry::open(const std::string& model, std::string_
                                                            std::to_string(max_streams_) + ") are open; retry later"};
     return opened;
   }
-  std::shared_ptr<StreamSession> session;
+  std::shared_ptr<StreamSessionBase> session;
   try {
-    session = std::make_shared<StreamSession>(++ids_, std::move(gen), *query.spec, std::move(output), *this, idle_s_);
+    session = make_session(std::move(gen), *query.spec, std::move(output));
   } catch (const std::exception& e) {  // soxr refused the rates
     std::lock_guard<std::mutex> lock(mu_);
     --reserved_;
@@ -57,6 +58,14 @@ AudioStreams::Opened StreamRegistry::open(const std::string& model, std::string_
   sessions_.push_back(session);
   opened.stream = std::move(session);
   return opened;
+}
+
+std::shared_ptr<StreamSessionBase> StreamRegistry::make_session(std::shared_ptr<Generation> gen, const PcmSpec& spec,
+                                                                std::unique_ptr<StreamOutput> output) {
+  if (gen->model().config.is_stateful()) {
+    return std::make_shared<StatefulSession>(++ids_, std::move(gen), spec, std::move(output), *this, idle_s_);
+  }
+  return std::make_shared<StreamSession>(++ids_, std::move(gen), spec, std::move(output), *this, idle_s_);
 }
 
 bool StreamRegistry::reserve() {
@@ -83,7 +92,7 @@ void StreamRegistry::count_closed(const std::string& how) {
 }
 
 void StreamRegistry::reap() {
-  std::vector<std::shared_ptr<StreamSession>> done;
+  std::vector<std::shared_ptr<StreamSessionBase>> done;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto split = std::stable_partition(sessions_.begin(), sessions_.end(), [](const auto& s) { return !s->finished(); });
@@ -105,10 +114,11 @@ void StreamRegistry::fill(ServeSnapshot& snapshot) {
   }
   snapshot.streams_refused_full = refused_full_.load();
   snapshot.streams_closed = closed_;
+  snapshot.stream_decisions = decisions_.counts();
 }
 
 void StreamRegistry::stop() {
-  std::vector<std::shared_ptr<StreamSession>> all;
+  std::vector<std::shared_ptr<StreamSessionBase>> all;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopped_ = true;

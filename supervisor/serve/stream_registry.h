@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "audio/pcm_stream.h"
 #include "supervisor/triton/audio_streams.h"
 #include "supervisor/triton/serve_generation.h"
 #include "supervisor/triton/serve_metrics.h"
@@ -21,7 +22,7 @@
 
 namespace corepool {
 
-class StreamSession;
+class StreamSessionBase;
 
 class StreamRegistry final : public AudioStreams {
  public:
@@ -38,6 +39,9 @@ class StreamRegistry final : public AudioStreams {
   // out, so that a client that saw its stream end may open another at once
   // under serve.max_streams (the session's thread is joined later, in reap).
   void release();
+  // A decision's time (a segment's or chunk's last sample in -> its result
+  // back), for /metrics' corepool_stream_decision_seconds. Any thread.
+  void observe_decision(double seconds) { decisions_.observe(seconds); }
 
   // Every open stream's counters and the totals of all, for /metrics.
   void fill(ServeSnapshot& snapshot);
@@ -48,6 +52,9 @@ class StreamRegistry final : public AudioStreams {
  private:
   bool reserve();  // a slot for a new stream, or false (counted) when max_streams are open
   void reap();     // requires mu_ unlocked: joins the threads of finished sessions
+  // The session the model's kind takes (throws as the sessions' constructors do).
+  std::shared_ptr<StreamSessionBase> make_session(std::shared_ptr<Generation> gen, const PcmSpec& spec,
+                                                  std::unique_ptr<StreamOutput> output);
 
   const int max_streams_;
   const int idle_s_;
@@ -56,11 +63,12 @@ class StreamRegistry final : public AudioStreams {
   std::mutex mu_;
   bool stopped_ = false;  // under mu_
   int reserved_ = 0;  // under mu_: slots taken, by sessions not yet released included
-  std::vector<std::shared_ptr<StreamSession>> sessions_;  // under mu_
+  std::vector<std::shared_ptr<StreamSessionBase>> sessions_;  // under mu_
   std::atomic<uint64_t> ids_{0};
   std::atomic<uint64_t> refused_full_{0};
   StreamTotals finished_;  // under mu_: counters of the sessions gone
   std::vector<std::pair<std::string, uint64_t>> closed_;  // under mu_: by reason
+  LatencyHistogram decisions_{kDecisionBuckets};
 };
 
 }  // namespace corepool

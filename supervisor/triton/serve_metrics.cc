@@ -5,6 +5,34 @@
 #include <fmt/format.h>
 
 namespace corepool {
+
+double HistogramCounts::quantile(double q) const {
+  if (count == 0) return 0;
+  const double rank = q * double(count);
+  uint64_t below = 0;
+  for (size_t i = 0; i < bounds.size(); ++i) {
+    if (double(below + counts[i]) >= rank && counts[i] > 0) {
+      const double lower = i == 0 ? 0 : bounds[i - 1];
+      return lower + (bounds[i] - lower) * (rank - double(below)) / double(counts[i]);
+    }
+    below += counts[i];
+  }
+  return bounds.empty() ? 0 : bounds.back();
+}
+
+void LatencyHistogram::observe(double seconds) {
+  const size_t i = size_t(std::lower_bound(bounds_.begin(), bounds_.end(), seconds) - bounds_.begin());
+  std::lock_guard<std::mutex> lock(mu_);
+  ++counts_[i];
+  ++count_;
+  sum_ += seconds;
+}
+
+HistogramCounts LatencyHistogram::counts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {bounds_, counts_, count_, sum_};
+}
+
 namespace {
 
 // One metric family: HELP and TYPE once, then its samples.
@@ -97,6 +125,18 @@ void render_streams(std::string& out, const ServeSnapshot& s) {
   per_stream("corepool_stream_lag_seconds", "gauge",
              "Audio each open stream has received whose events are not decided yet (its results are not all in).",
              [](const StreamStat& st) { return st.lag_seconds; });
+  const HistogramCounts& d = s.stream_decisions;
+  Family decision(out, "corepool_stream_decision_seconds", "histogram",
+                  "Every stream's decisions: from the moment the last sample of a segment (stateless model) or "
+                  "chunk (stateful) reached the server to the moment its result came back from the executor.");
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < d.bounds.size(); ++i) {
+    cumulative += d.counts[i];
+    decision.sample(label("le", fmt::format("{}", d.bounds[i])), double(cumulative), "_bucket");
+  }
+  decision.sample("le=\"+Inf\"", double(d.count), "_bucket");
+  decision.sample("", d.sum, "_sum");
+  decision.sample("", double(d.count), "_count");
 }
 
 void render_executor(std::string& out, const ServeSnapshot& s) {

@@ -25,6 +25,41 @@ namespace corepool {
 constexpr std::array<double, 16> kLatencyBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                                     0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,     10};
 
+// Upper bounds (seconds) of corepool_stream_decision_seconds: from a chunk
+// decided in a millisecond to a stream ten seconds behind.
+constexpr std::array<double, 14> kDecisionBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075,
+                                                     0.1,   0.25,   0.5,   1,    2.5,   5,    10};
+
+// A histogram's counts as /metrics shows them: counts[i] of observations in
+// (bounds[i-1], bounds[i]], counts.back() above the last bound (+Inf).
+struct HistogramCounts {
+  std::vector<double> bounds;
+  std::vector<uint64_t> counts;  // bounds.size() + 1, not cumulative
+  uint64_t count = 0;
+  double sum = 0;
+  // Prometheus' histogram_quantile(): the bucket holding rank q * count,
+  // linearly interpolated inside it from its lower bound (0 for the first);
+  // in the +Inf bucket, the last bound. 0 with no observations.
+  double quantile(double q) const;
+};
+
+// Observations of one latency, from any thread.
+class LatencyHistogram {
+ public:
+  template <size_t N>
+  explicit LatencyHistogram(const std::array<double, N>& bounds) : bounds_(bounds.begin(), bounds.end()),
+                                                                    counts_(N + 1, 0) {}
+  void observe(double seconds);
+  HistogramCounts counts() const;
+
+ private:
+  const std::vector<double> bounds_;
+  mutable std::mutex mu_;
+  std::vector<uint64_t> counts_;  // under mu_
+  uint64_t count_ = 0;            // under mu_
+  double sum_ = 0;                // under mu_
+};
+
 // Adds `from`'s counters (busy seconds slot by slot, batches, segments,
 // restarts, ...) to `into`'s; gauges (outstanding, depth, pids, readiness) stay
 // `into`'s. So that /metrics counters span generations as statistics do.
@@ -67,6 +102,8 @@ struct ServeSnapshot {
   StreamTotals stream_totals;            // every stream since start, open ones included
   uint64_t streams_refused_full = 0;     // upgrades answered 503: serve.max_streams open
   std::vector<std::pair<std::string, uint64_t>> streams_closed;  // by how they ended
+  HistogramCounts stream_decisions{std::vector<double>(kDecisionBuckets.begin(), kDecisionBuckets.end()),
+                                   std::vector<uint64_t>(kDecisionBuckets.size() + 1, 0)};  // a segment's / chunk's last sample in -> its result back
   std::vector<std::pair<std::string, ProcessMemory>> memory;  // "supervisor", "worker-0", ...
   std::vector<std::pair<std::string, uint64_t>> allocator;    // jemalloc stats, bytes
 };

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
+#include "supervisor/triton/stateful_refusal.h"
 #include "supervisor/triton/client_shm_io.h"
 #include "supervisor/triton/inference_protocol.h"
 #include "supervisor/triton/triton_json.h"
@@ -257,6 +258,7 @@ std::shared_ptr<triton::InferCall> ServeService::infer(triton::InferInput&& inpu
   if (!gen.status.ok()) return answered(gen.status);
   if (unloaded_.load()) return answered(model_ready(input.model, input.version));
   const ModelConfig& config = gen.value->model().config;
+  if (config.is_stateful()) return answered({Code::kInvalidArgument, stateful_refusal(config.name)});
   if (input.input_shm) {
     const int64_t max_batch =
         std::min<int64_t>(config.max_batch, static_cast<int64_t>(gen.value->executor().stats().depth));

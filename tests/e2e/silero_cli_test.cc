@@ -74,16 +74,6 @@ TEST_P(SileroCliTest, TimelineFormatPrintsTheSpeechEvents) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, SileroCliTest, ::testing::Values("thread", "process"));
 
-// serve carries no stream state yet: it refuses a stateful model at start,
-// naming the model and what to use instead, instead of failing every request.
-TEST(SileroServeTest, ServeRefusesAStatefulModelAtStartAndSaysWhy) {
-  SKIP_WITHOUT_SILERO();
-  testing::TempDir dir{"corepool-silero-serve"};
-  const auto r = testing::corepool_cli({"serve", "--model", kDir, "--listen", "127.0.0.1:0", "--grpc-listen", ""}, dir);
-  EXPECT_EQ(r.exit_code, 3) << r.err;
-  EXPECT_NE(r.err.find("stateful model runs through `corepool batch` only"), std::string::npos) << r.err;
-}
-
 TEST(SileroCliFlags, StatefulFlagsOnAStatelessModelAreOneLineErrors) {
   testing::TempDir dir{"corepool-silero-flags"};
   synth::write_samples(dir.path() + "/a.wav", std::vector<float>(16000, 0.0f), 16000);

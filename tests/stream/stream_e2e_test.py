@@ -168,6 +168,8 @@ class Stream(unittest.TestCase):
         metrics = self.server.metrics()
         self.assertRegex(metrics, r'corepool_stream_audio_seconds\{stream="all"\} [1-9]')
         self.assertRegex(metrics, r"corepool_streams_total [1-9]")
+        # Every segment's decision time is observed (the demo's 28 s: 55 segments).
+        self.assertRegex(metrics, r"corepool_stream_decision_seconds_count ([5-9][0-9]|[1-9][0-9]{2,})\n")
 
     def test_the_client_closing_ends_the_stream_like_end(self):
         events, summary, code, reason, _, _ = asyncio.run(

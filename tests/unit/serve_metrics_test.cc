@@ -70,6 +70,45 @@ TEST(ServeMetricsTest, EverySampleFollowsItsOwnFamilysTypeLineWithStreamsOpen) {
   EXPECT_THAT(text, Not(HasSubstr("corepool_stream_lag_seconds{stream=\"all\"}")));  // a gauge of open streams only
 }
 
+// Ten decisions by hand: 4 of 2 ms in (0.001, 0.0025], 5 of 60 ms in
+// (0.05, 0.075], one of 20 s past the last bound (+Inf).
+HistogramCounts ten_decisions() {
+  LatencyHistogram h(kDecisionBuckets);
+  for (int i = 0; i < 4; ++i) h.observe(0.002);
+  for (int i = 0; i < 5; ++i) h.observe(0.06);
+  h.observe(20.0);
+  return h.counts();
+}
+
+TEST(ServeMetricsTest, DecisionQuantilesInterpolateInsideTheirBucketAsPrometheusDoes) {
+  const HistogramCounts c = ten_decisions();
+  ASSERT_EQ(c.count, 10u);
+  EXPECT_DOUBLE_EQ(c.sum, 4 * 0.002 + 5 * 0.06 + 20.0);
+  // p10: rank 1 of the 4 in (0.001, 0.0025]: 0.001 + 0.0015 * 1/4.
+  EXPECT_NEAR(c.quantile(0.10), 0.001375, 1e-12);
+  // p40: rank 4, the top of that bucket.
+  EXPECT_NEAR(c.quantile(0.40), 0.0025, 1e-12);
+  // p50: rank 5, the 1st of 5 in (0.05, 0.075]: 0.05 + 0.025 * 1/5.
+  EXPECT_NEAR(c.quantile(0.50), 0.055, 1e-12);
+  // p99: rank 9.9 is in +Inf: the last bound.
+  EXPECT_DOUBLE_EQ(c.quantile(0.99), 10.0);
+  EXPECT_DOUBLE_EQ(HistogramCounts{}.quantile(0.5), 0.0);
+}
+
+TEST(ServeMetricsTest, DecisionHistogramIsRenderedCumulativeUnderItsOwnType) {
+  ServeSnapshot s;
+  s.stream_decisions = ten_decisions();
+  const std::string text = ServeMetrics().render(s);
+  EXPECT_THAT(text, HasSubstr("# TYPE corepool_stream_decision_seconds histogram\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_stream_decision_seconds_bucket{le=\"0.001\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_stream_decision_seconds_bucket{le=\"0.0025\"} 4\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_stream_decision_seconds_bucket{le=\"0.05\"} 4\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_stream_decision_seconds_bucket{le=\"0.075\"} 9\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_stream_decision_seconds_bucket{le=\"10\"} 9\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_stream_decision_seconds_bucket{le=\"+Inf\"} 10\n"));
+  EXPECT_THAT(text, HasSubstr("corepool_stream_decision_seconds_count 10\n"));
+}
+
 TEST(ServeMetricsTest, SnapshotPartsAppearWithTheirLabels) {
   ServeSnapshot s;
   s.mode = "process";

@@ -2,6 +2,8 @@
 // that every expected boundary below is worked out by hand in its comment.
 #include "audio/speech_events.h"
 
+#include <random>
+
 #include <gtest/gtest.h>
 
 namespace corepool {
@@ -70,6 +72,57 @@ TEST(SpeechSpans, SpeechStillOnAtTheEndClosesAtTheAudiosLength) {
   // [200, 350) is 150 > 50, padded by 30 at the start, clipped at the end.
   EXPECT_EQ(bounds(speech_spans({0, 0, 0.9f, 0.9f}, 100, 350, rules(0.15, 50, 100, 30))), (Bounds{{170, 350}}));
   EXPECT_TRUE(speech_spans({}, 100, 0, rules(0.15, 50, 100, 30)).empty());
+}
+
+// SpeechTracker fed the same probabilities one at a time.
+struct Tracked {
+  std::vector<SpeechSpan> spans;
+  std::vector<int64_t> given_at;  // chunks pushed when each span came out (-1: at finish)
+};
+
+Tracked track(const std::vector<float>& probs, int64_t chunk, int64_t audio, const SpeechRules& r) {
+  SpeechTracker tracker(chunk, r);
+  Tracked t;
+  for (size_t i = 0; i < probs.size(); ++i) {
+    for (const SpeechSpan& s : tracker.push(probs[i])) {
+      t.spans.push_back(s);
+      t.given_at.push_back(static_cast<int64_t>(i) + 1);
+    }
+  }
+  for (const SpeechSpan& s : tracker.finish(audio)) {
+    t.spans.push_back(s);
+    t.given_at.push_back(-1);
+  }
+  return t;
+}
+
+TEST(SpeechTracker, GivesAClosedSpanOutOnceTwoPadsOfSilenceFollowIt) {
+  // Chunks of 100, pad 100: on at 100, silence from 400, closed at chunk 6
+  // (600 - 400 = min_silence 200) as [100, 400), padded [0, 500). Final then:
+  // nothing is on, and 700 heard is past 400 + 2 pads and 500 + a chunk.
+  const std::vector<float> probs{0, 0.9f, 0.9f, 0.9f, 0, 0, 0, 0, 0, 0};
+  const Tracked t = track(probs, 100, 1000, rules(0.15, 50, 200, 100));
+  ASSERT_EQ(bounds(t.spans), (Bounds{{0, 500}}));
+  EXPECT_EQ(t.given_at, (std::vector<int64_t>{7}));  // chunk 6 is the 7th pushed
+  EXPECT_FLOAT_EQ(t.spans[0].score, 0.9f);
+}
+
+TEST(SpeechTracker, GivesOutExactlyWhatSpeechSpansFindsOnRandomSequences) {
+  std::mt19937 rng(39);
+  std::uniform_real_distribution<float> uniform(0, 1);
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int64_t chunk = 1 + static_cast<int64_t>(rng() % 120);
+    const size_t n = rng() % 60;
+    std::vector<float> probs(n);
+    float p = uniform(rng);
+    for (float& x : probs) x = p = (rng() % 4 == 0) ? uniform(rng) : p;  // runs, like real speech
+    const int64_t audio = n == 0 ? 0 : static_cast<int64_t>(n - 1) * chunk + 1 + static_cast<int64_t>(rng() % chunk);
+    const SpeechRules r = rules(0.15 * (rng() % 3) / 2, rng() % 400, rng() % 400, rng() % 300);
+    const std::vector<SpeechSpan> want = speech_spans(probs, chunk, audio, r);
+    const Tracked got = track(probs, chunk, audio, r);
+    ASSERT_EQ(bounds(got.spans), bounds(want)) << "trial " << trial;
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_FLOAT_EQ(got.spans[i].score, want[i].score) << "trial " << trial;
+  }
 }
 
 }  // namespace
