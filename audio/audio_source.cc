@@ -193,6 +193,10 @@ const AVInputFormat* MediaInput::probe(const AudioSource& source, AVDictionary**
 MediaInput::MediaInput(const AudioSource& source) {
   install_ffmpeg_log();
   take_ffmpeg_message();
+  if (source.url) {
+    open_url(source);
+    return;
+  }
   if (!open_io(source)) return;
   AVDictionary* options = nullptr;
   const AVInputFormat* format = probe(source, &options);
@@ -216,6 +220,38 @@ MediaInput::MediaInput(const AudioSource& source) {
   if (rc >= 0) rc = avformat_find_stream_info(format_, nullptr);
   if (rc < 0 && weakly_recognised()) fail(OpenFailure::kUnrecognised, "format not recognised");
   else if (rc < 0) fail(OpenFailure::kDamaged, ffmpeg_error_text(rc));
+}
+
+int MediaInput::check_interrupt(void* opaque) {
+  const auto& interrupted = static_cast<MediaInput*>(opaque)->interrupted_;
+  return interrupted && interrupted() ? 1 : 0;
+}
+
+// FFmpeg's protocols over the URL. rw_timeout bounds every read and connect
+// of the protocols that honour it (tcp, http, rtmp, ...); the interrupt
+// callback covers the rest and a stop: no call blocks past either.
+void MediaInput::open_url(const AudioSource& source) {
+  static std::once_flag network;
+  std::call_once(network, [] { avformat_network_init(); });
+  interrupted_ = source.interrupted;
+  format_ = avformat_alloc_context();
+  if (!format_) return fail(OpenFailure::kIo, "out of memory");
+  format_->interrupt_callback.callback = check_interrupt;
+  format_->interrupt_callback.opaque = this;
+  AVDictionary* options = nullptr;
+  if (source.timeout_ms > 0) {
+    av_dict_set_int(&options, "rw_timeout", int64_t(source.timeout_ms) * 1000, 0);
+    if (source.name.rfind("rtsp", 0) == 0) av_dict_set_int(&options, "timeout", int64_t(source.timeout_ms) * 1000, 0);
+  }
+  int rc = avformat_open_input(&format_, source.name.c_str(), nullptr, &options);  // frees format_ on failure
+  av_dict_free(&options);
+  if (rc >= 0) rc = avformat_find_stream_info(format_, nullptr);
+  if (rc < 0) {
+    if (interrupted_ && interrupted_()) return fail(OpenFailure::kIo, "interrupted (stopped or timed out)");
+    return fail(rc == AVERROR_INVALIDDATA ? OpenFailure::kUnrecognised : OpenFailure::kIo, ffmpeg_error_text(rc));
+  }
+  container_ = format_->iformat && format_->iformat->long_name ? format_->iformat->long_name : "";
+  probe_score_ = 100;
 }
 
 bool MediaInput::open_io(const AudioSource& source) {

@@ -20,6 +20,7 @@
 #include "supervisor/serve/serve.h"
 #include "supervisor/serve/serve_audio.h"
 #include "supervisor/serve/serve_routes.h"
+#include "supervisor/serve/source_set.h"
 #include "supervisor/systemd/listen_fds.h"
 #include "supervisor/systemd/notifier.h"
 #include "supervisor/triton/doors.h"
@@ -44,6 +45,7 @@ class ServeProcess final : public ServeContext, public ServeHost {
     return current_;
   }
   ServeSnapshot snapshot() override;
+  std::string sources_json() override { return sources_ ? sources_->list_json() : R"({"sources":[]})"; }
   void request_reload(std::string engine_toml, std::function<void(triton::Status)> done) override;
   // What every wire (HTTP routes, gRPC) adapts; exists from start() to shutdown().
   triton::Service& service() { return *service_; }
@@ -85,6 +87,7 @@ class ServeProcess final : public ServeContext, public ServeHost {
   std::unique_ptr<ServeService> service_;
   std::unique_ptr<AudioTagger> audio_;
   std::unique_ptr<StreamRegistry> streams_;
+  std::unique_ptr<SourceSet> sources_;  // the [[source]]s; stopped before the streams and the generations
   std::unique_ptr<ServeRoutes> routes_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<GrpcServer> grpc_;  // null when serve.grpc_listen is "" (or no "grpc" socket from systemd)

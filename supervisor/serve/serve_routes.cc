@@ -63,6 +63,7 @@ std::string endpoint_of(const std::string& path) {
   if (path == "/v1/audio:tag") return "audio_tag";
   if (is_stream_path(path)) return "audio_stream";
   if (path == "/metrics") return "metrics";
+  if (path == "/v2/sources") return "sources";
   if (path == "/v2/models/stats") return "model_stats";
   if (path == "/v2/repository/index") return "repository_index";
   if (auto r = oip::parse_repository_path(path)) return "repository_" + r->action;
@@ -154,6 +155,11 @@ void ServeRoutes::handle(HttpRequest&& request, Responder responder) {
     return reply.json(ready ? 200 : 503, ready ? R"({"ready":true})" : R"({"ready":false})");
   }
   if (endpoint == "audio_stream") return audio_stream(request, reply, path);
+  if (endpoint == "sources") {  // the URLs may hold credentials: behind the doors, as model control
+    if (!get) return method_not_allowed(reply, "GET");
+    if (!through_door(request, reply)) return;
+    return reply.json(200, context_.sources_json());
+  }
   if (endpoint == "audio_tag") return request.method == "POST" ? audio_tag(request, reply) : method_not_allowed(reply, "POST");
   if (endpoint == "model_stats" && path == "/v2/models/stats") {
     if (!get) return method_not_allowed(reply, "GET");

@@ -24,6 +24,7 @@ class ServeContext {
  public:
   virtual std::shared_ptr<Generation> current() = 0;  // the generation new requests go to
   virtual ServeSnapshot snapshot() = 0;               // everything /metrics shows but the request counts
+  virtual std::string sources_json() = 0;             // GET /v2/sources: the [[source]]s and their state
 
  protected:
   ~ServeContext() = default;

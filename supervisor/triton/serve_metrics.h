@@ -46,6 +46,17 @@ struct StreamTotals {
   uint64_t dropped = 0;
 };
 
+// One [[source]] serve pulls itself (supervisor/serve/source_runner.h).
+struct SourceStat {
+  std::string name;
+  std::string state;          // connecting | running | backoff | finished | stopped
+  double audio_seconds = 0;   // decoded since start, every connection
+  uint64_t events = 0;        // events written
+  uint64_t reconnects = 0;    // attempts after a drop or a failed attempt
+  double lag_seconds = 0;     // audio whose events are not decided yet
+  uint64_t sink_failures = 0; // event lines a sink could not write
+};
+
 struct ServeSnapshot {
   HttpStats http;
   ExecutorStats executor;
@@ -67,6 +78,7 @@ struct ServeSnapshot {
   StreamTotals stream_totals;            // every stream since start, open ones included
   uint64_t streams_refused_full = 0;     // upgrades answered 503: serve.max_streams open
   std::vector<std::pair<std::string, uint64_t>> streams_closed;  // by how they ended
+  std::vector<SourceStat> sources;       // the [[source]]s, in config order
   std::vector<std::pair<std::string, ProcessMemory>> memory;  // "supervisor", "worker-0", ...
   std::vector<std::pair<std::string, uint64_t>> allocator;    // jemalloc stats, bytes
 };

@@ -1,0 +1,367 @@
+// SourceRunner: see source_runner.h. Threads: the runner's own (connects,
+// decodes, pushes, waits out the back-off) and the session's (whose output,
+// SourceOutput below, writes the sinks under Shared::mu). status() may be
+// called from any thread. Event lines carry the source, the connection (1, 2,
+// ... one per connect) and the times from that connection's start, plus for
+// a network source "time": the wall clock (UTC) at the connection's start
+// plus "start".
+#include "supervisor/serve/source_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "audio/audio_decoder.h"
+#include "audio/audio_error.h"
+#include "audio/audio_source.h"
+#include "supervisor/sources/backoff.h"
+#include "supervisor/serve/stream_session.h"
+
+namespace corepool {
+
+using Steady = std::chrono::steady_clock;
+using Wall = std::chrono::system_clock;
+using ojson = nlohmann::ordered_json;
+
+const char* source_state_name(SourceState state) {
+  switch (state) {
+    case SourceState::kConnecting: return "connecting";
+    case SourceState::kRunning: return "running";
+    case SourceState::kBackoff: return "backoff";
+    case SourceState::kFinished: return "finished";
+    case SourceState::kStopped: return "stopped";
+  }
+  return "unknown";
+}
+
+// How one stream of a connection ended, as its output tells the runner.
+struct LegEnd {
+  bool closed = false;  // under Shared::mu: the session's output had its last call
+  StreamEnd how = StreamEnd::kEnd;
+  std::string reason;
+};
+
+// One stream of a connection: one per generation it ran on.
+struct SourceRunner::Leg {
+  std::shared_ptr<AudioStream> stream;
+  std::shared_ptr<StreamSession> session;  // for its lag (null for another session type)
+  std::shared_ptr<LegEnd> end;
+  const Generation* generation = nullptr;  // the one current when it opened
+};
+
+struct SourceRunner::Shared {
+  std::string name;
+  mutable std::mutex mu;
+  std::condition_variable cv;  // a leg closed, or stop
+  std::vector<std::unique_ptr<EventSink>> sinks;  // under mu
+  SourceStatus status;                             // under mu
+  Steady::time_point retry_at;                     // under mu: in backoff, the next attempt
+  std::weak_ptr<StreamSession> session;            // under mu: the current connection's, for its lag
+
+  void write(const std::string& line) {  // under mu
+    const std::time_t now = Wall::to_time_t(Wall::now());
+    for (auto& sink : sinks) sink->write(line, now);
+  }
+};
+
+namespace {
+
+std::string utc_text(Wall::time_point t) {
+  const std::time_t secs = Wall::to_time_t(t);
+  std::tm utc{};
+  gmtime_r(&secs, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count() % 1000;
+  char full[48];
+  std::snprintf(full, sizeof full, "%s.%03dZ", text, int(ms));
+  return full;
+}
+
+double rounded_ms(double seconds) { return std::round(seconds * 1000) / 1000; }
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Steady::now().time_since_epoch()).count();
+}
+
+// The session's output: each event as a line of every sink, the summary as
+// the connection's last line. Never blocks: a sink's write is one buffered
+// line to a local file.
+class SourceOutput final : public StreamOutput {
+ public:
+  // `offset_s`: where this stream starts in its connection's audio.
+  // `live`: the audio arrives as it is heard, so "time" (the wall clock at
+  // the connection's start plus "start") says when; a file has none.
+  SourceOutput(std::shared_ptr<SourceRunner::Shared> shared, std::shared_ptr<LegEnd> leg, uint64_t connection,
+               double offset_s, bool live)
+      : shared_(std::move(shared)),
+        leg_(std::move(leg)),
+        connection_(connection),
+        offset_s_(offset_s),
+        live_(live),
+        wall0_(Wall::now() - std::chrono::microseconds(int64_t(offset_s * 1e6))) {}
+
+  bool event(std::string text) override {
+    const nlohmann::json e = nlohmann::json::parse(text, nullptr, false);
+    if (e.is_discarded()) return false;
+    ojson line = {{"source", shared_->name}, {"connection", connection_}};
+    const double start = e.value("start", 0.0) + offset_s_;
+    line["start"] = rounded_ms(start);
+    line["end"] = rounded_ms(e.value("end", 0.0) + offset_s_);
+    line["label"] = e.value("label", "");
+    line["score"] = e.value("score", 0.0);
+    if (live_) line["time"] = utc_text(wall0_ + std::chrono::milliseconds(int64_t(start * 1000)));
+    std::string out = line.dump();
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->write(out);
+    shared_->status.last_event = std::move(out);
+    ++shared_->status.events;
+    return true;
+  }
+
+  void close(StreamEnd how, const std::string& reason, std::string summary) override {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    if (!summary.empty()) {
+      ojson line = {{"source", shared_->name}, {"connection", connection_}};
+      line["summary"] = ojson::parse(summary, nullptr, false);
+      line["time"] = utc_text(Wall::now());
+      shared_->write(line.dump());
+    }
+    leg_->closed = true;
+    leg_->how = how;
+    leg_->reason = reason;
+    shared_->cv.notify_all();
+  }
+
+ private:
+  std::shared_ptr<SourceRunner::Shared> shared_;
+  std::shared_ptr<LegEnd> leg_;
+  const uint64_t connection_;
+  const double offset_s_;
+  const bool live_;
+  const Wall::time_point wall0_;
+};
+
+}  // namespace
+
+SourceRunner::SourceRunner(SourceConfig config, AudioStreams& streams, std::string model,
+                           std::function<std::shared_ptr<Generation>()> current)
+    : config_(std::move(config)),
+      streams_(streams),
+      model_(std::move(model)),
+      current_(std::move(current)),
+      shared_(std::make_shared<Shared>()) {
+  shared_->name = config_.name;
+  shared_->status.name = config_.name;
+  shared_->status.url = config_.url;
+  for (const EventSinkSpec& sink : config_.events) {
+    if (sink.kind == EventSinkSpec::Kind::kJsonl) shared_->sinks.push_back(make_jsonl_sink(sink.target));
+  }
+}
+
+SourceRunner::~SourceRunner() { stop(); }
+
+void SourceRunner::start() {
+  thread_ = std::thread([this] { run(); });
+}
+
+void SourceRunner::stop() {
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    stop_.store(true);
+    shared_->cv.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+SourceStatus SourceRunner::status() const {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  SourceStatus s = shared_->status;
+  if (auto session = shared_->session.lock()) s.lag_seconds = session->stat().lag_seconds;
+  if (s.state == SourceState::kBackoff) {
+    s.retry_in_s = std::max(0.0, std::chrono::duration<double>(shared_->retry_at - Steady::now()).count());
+  }
+  for (const auto& sink : shared_->sinks) s.sink_failures += sink->failed();
+  return s;
+}
+
+void SourceRunner::set_state(SourceState state) {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  shared_->status.state = state;
+}
+
+void SourceRunner::fail(const std::string& error) {
+  spdlog::warn("source \"{}\": {}", config_.name, error);
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  shared_->status.last_error = error;
+}
+
+void SourceRunner::touch() {
+  deadline_ns_.store(steady_ns() + int64_t(config_.timeout_s * 1e9));
+}
+
+// Connect, run until the connection drops, wait, again. A run longer than
+// min(backoff_max_s, 30 s) was healthy: the next wait starts from backoff_s.
+void SourceRunner::run() {
+  Backoff backoff(config_.backoff_s, config_.backoff_max_s);
+  const double healthy_s = std::min(config_.backoff_max_s, 30.0);
+  for (bool first = true; !stopping(); first = false) {
+    if (!first) {
+      std::lock_guard<std::mutex> lock(shared_->mu);
+      ++shared_->status.reconnects;
+    }
+    set_state(SourceState::kConnecting);
+    const auto t0 = Steady::now();
+    const Outcome outcome = connect_once();
+    if (outcome == Outcome::kStopped || stopping()) break;
+    if (outcome == Outcome::kEnded && config_.is_file()) {
+      spdlog::info("source \"{}\": {} ended: finished", config_.name, config_.url);
+      return set_state(SourceState::kFinished);
+    }
+    if (std::chrono::duration<double>(Steady::now() - t0).count() >= healthy_s) backoff.reset();
+    if (!wait_backoff(backoff.next())) break;
+  }
+  set_state(SourceState::kStopped);
+}
+
+bool SourceRunner::wait_backoff(double seconds) {
+  std::unique_lock<std::mutex> lock(shared_->mu);
+  shared_->status.state = SourceState::kBackoff;
+  shared_->retry_at = Steady::now() + std::chrono::microseconds(int64_t(seconds * 1e6));
+  spdlog::info("source \"{}\": reconnecting in {:.2f} s", config_.name, seconds);
+  return !shared_->cv.wait_until(lock, shared_->retry_at, [this] { return stopping(); });
+}
+
+// One connection: open, decode the first frames (they tell the rate and the
+// channels), open a stream for them, push until the input ends, drops or
+// the runner stops; then end the stream, which flushes its open events to the
+// sinks, and wait for its last line.
+SourceRunner::Outcome SourceRunner::connect_once() {
+  uint64_t connection = 0;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    connection = ++shared_->status.connections;
+  }
+  touch();
+  const auto interrupted = [this] { return stopping() || steady_ns() > deadline_ns_.load(); };
+  const int timeout_ms = int(config_.timeout_s * 1000);
+  auto input = std::make_unique<MediaInput>(config_.is_file() ? AudioSource::file(config_.url)
+                                                              : AudioSource::network(config_.url, timeout_ms, interrupted));
+  if (!input->get()) {
+    if (stopping()) return Outcome::kStopped;
+    fail(config_.url + ": cannot open: " + input->error_text());
+    return Outcome::kDropped;
+  }
+  std::unique_ptr<AudioDecoder> decoder;
+  std::vector<float> frames;
+  size_t n = 0;
+  try {
+    decoder = std::make_unique<AudioDecoder>(std::move(input), config_.url, 0, false);
+    n = decoder->read(frames);
+  } catch (const AudioError& e) {
+    if (stopping()) return Outcome::kStopped;
+    fail(e.what());
+    return Outcome::kDropped;
+  }
+  if (n == 0) {
+    if (stopping()) return Outcome::kStopped;
+    fail(config_.url + ": no audio before the end of the stream");
+    return config_.is_file() ? Outcome::kEnded : Outcome::kDropped;
+  }
+  const int rate = decoder->decoded_rate();
+  const int channels = decoder->channels();
+  std::shared_ptr<Leg> leg = open_leg(rate, channels, connection, 0);
+  if (!leg) return stopping() ? Outcome::kStopped : Outcome::kDropped;
+  spdlog::info("source \"{}\": connected to {} ({} Hz, {} channels)", config_.name, config_.url, rate, channels);
+
+  Outcome outcome = Outcome::kEnded;
+  std::string why = "end of stream";
+  double seconds = 0;  // of this connection
+  for (;;) {
+    leg->stream->push(std::string(reinterpret_cast<const char*>(frames.data()), frames.size() * sizeof(float)));
+    seconds += double(n) / rate;
+    {
+      std::lock_guard<std::mutex> lock(shared_->mu);
+      shared_->status.audio_seconds += double(n) / rate;
+    }
+    // A file decodes far faster than it is tagged: wait for the stream (or a stop).
+    {
+      std::unique_lock<std::mutex> lock(shared_->mu);
+      while (leg->session && !leg->end->closed && !stopping() &&
+             leg->session->stat().lag_seconds > kMaxLagSeconds) {
+        shared_->cv.wait_for(lock, std::chrono::milliseconds(10));
+      }
+      if (leg->end->closed) {
+        outcome = Outcome::kDropped;
+        why = "the stream ended: " + std::string(stream_end_name(leg->end->how)) +
+              (leg->end->reason.empty() ? "" : ": " + leg->end->reason);
+        break;
+      }
+    }
+    if (stopping()) {
+      outcome = Outcome::kStopped;
+      break;
+    }
+    if (current_ && current_().get() != leg->generation) {  // a reload: on to the new generation
+      close_leg(*leg, StreamEnd::kEnd, "reload: the stream moves to the new generation");
+      leg = open_leg(rate, channels, connection, seconds);
+      if (!leg) return stopping() ? Outcome::kStopped : Outcome::kDropped;
+    }
+    frames.clear();
+    touch();
+    try {
+      n = decoder->read(frames);
+    } catch (const AudioError& e) {
+      outcome = Outcome::kDropped;
+      why = e.what();
+      break;
+    }
+    if (n == 0) {
+      if (stopping()) outcome = Outcome::kStopped;
+      else if (decoder->ended_damaged() || !config_.is_file()) outcome = Outcome::kDropped;
+      if (decoder->ended_damaged()) why = decoder->end_reason();
+      break;
+    }
+  }
+  if (outcome == Outcome::kStopped) close_leg(*leg, StreamEnd::kServerStop, "the server is shutting down");
+  else close_leg(*leg, StreamEnd::kEnd, why);
+  if (outcome == Outcome::kDropped) fail(why.rfind(config_.url, 0) == 0 ? why : config_.url + ": " + why);
+  return outcome;
+}
+
+std::shared_ptr<SourceRunner::Leg> SourceRunner::open_leg(int rate, int channels, uint64_t connection,
+                                                          double offset_s) {
+  auto leg = std::make_shared<Leg>();
+  leg->end = std::make_shared<LegEnd>();
+  leg->generation = current_ ? current_().get() : nullptr;
+  AudioStreams::Opened opened =
+      streams_.open(model_, "sample_rate=" + std::to_string(rate) + "&channels=" + std::to_string(channels) +
+                                "&format=f32le",
+                    std::make_unique<SourceOutput>(shared_, leg->end, connection, offset_s, !config_.is_file()));
+  if (!opened.status.ok()) {
+    fail("cannot open a stream: " + opened.status.message);
+    return nullptr;
+  }
+  leg->stream = std::move(opened.stream);
+  leg->session = std::dynamic_pointer_cast<StreamSession>(leg->stream);
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->session = leg->session;
+    shared_->status.state = SourceState::kRunning;
+  }
+  leg->stream->start();
+  return leg;
+}
+
+void SourceRunner::close_leg(Leg& leg, StreamEnd how, const std::string& why) {
+  leg.stream->end(how, why);
+  std::unique_lock<std::mutex> lock(shared_->mu);
+  shared_->cv.wait(lock, [&] { return leg.end->closed; });
+  shared_->session.reset();
+}
+
+}  // namespace corepool
