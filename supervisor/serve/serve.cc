@@ -99,7 +99,10 @@ ExitCode ServeProcess::start() {
   audio_ = std::make_unique<AudioTagger>(config_.audio_threads, static_cast<size_t>(config_.max_audio_requests));
   streams_ = std::make_unique<StreamRegistry>(config_.max_streams, config_.stream_idle_s, *service_,
                                               [this] { return current(); });
-  sources_ = std::make_unique<SourceSet>(*service_, [this] { return current(); });
+  streams_->set_tap([this](std::unique_ptr<StreamOutput> out, const std::string& model) {
+    return events_.tap(std::move(out), model);
+  });
+  sources_ = std::make_unique<SourceSet>(*service_, [this] { return current(); }, &events_);
   try {
     SourceSet::check_models(config_.sources, current_->model().config.name);
   } catch (const ConfigError& e) {

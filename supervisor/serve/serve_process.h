@@ -17,6 +17,7 @@
 #include "config/config.h"
 #include "supervisor/grpc/grpc_server.h"
 #include "supervisor/http/http_server.h"
+#include "supervisor/serve/event_hub.h"
 #include "supervisor/serve/serve.h"
 #include "supervisor/serve/serve_audio.h"
 #include "supervisor/serve/serve_routes.h"
@@ -46,6 +47,7 @@ class ServeProcess final : public ServeContext, public ServeHost {
   }
   ServeSnapshot snapshot() override;
   std::string sources_json() override { return sources_ ? sources_->list_json() : R"({"sources":[]})"; }
+  std::shared_ptr<WsHandler> subscribe_events(WsSender sender) override { return events_.subscribe(std::move(sender)); }
   void request_reload(std::string engine_toml, std::function<void(triton::Status)> done) override;
   // What every wire (HTTP routes, gRPC) adapts; exists from start() to shutdown().
   triton::Service& service() { return *service_; }
@@ -74,6 +76,7 @@ class ServeProcess final : public ServeContext, public ServeHost {
   Config config_;  // main thread: the config of the current generation
   Notifier notifier_;
   ServeMetrics metrics_;
+  EventHub events_;  // GET /v2/events; before the streams, sources and HTTP server that hold it
   std::mutex mu_;
   std::shared_ptr<Generation> current_;
   // Under mu_ (the main thread adds and removes; snapshot() reads): replaced

@@ -55,6 +55,7 @@ struct SourceRunner::Leg {
 
 struct SourceRunner::Shared {
   std::string name;
+  EventHub* hub = nullptr;
   mutable std::mutex mu;
   std::condition_variable cv;  // a leg closed, or stop
   std::vector<std::unique_ptr<EventSink>> sinks;  // under mu
@@ -118,6 +119,7 @@ class SourceOutput final : public StreamOutput {
     std::string out = line.dump();
     std::lock_guard<std::mutex> lock(shared_->mu);
     shared_->write(out);
+    if (shared_->hub) shared_->hub->publish("event", out);
     shared_->status.last_event = std::move(out);
     ++shared_->status.events;
     return true;
@@ -130,6 +132,7 @@ class SourceOutput final : public StreamOutput {
       line["summary"] = ojson::parse(summary, nullptr, false);
       line["time"] = utc_text(Wall::now());
       shared_->write(line.dump());
+      if (shared_->hub) shared_->hub->publish("end", line.dump());
     }
     leg_->closed = true;
     leg_->how = how;
@@ -149,13 +152,14 @@ class SourceOutput final : public StreamOutput {
 }  // namespace
 
 SourceRunner::SourceRunner(SourceConfig config, AudioStreams& streams, std::string model,
-                           std::function<std::shared_ptr<Generation>()> current)
+                           std::function<std::shared_ptr<Generation>()> current, EventHub* hub)
     : config_(std::move(config)),
       streams_(streams),
       model_(std::move(model)),
       current_(std::move(current)),
       shared_(std::make_shared<Shared>()) {
   shared_->name = config_.name;
+  shared_->hub = hub;
   shared_->status.name = config_.name;
   shared_->status.url = config_.url;
   for (const EventSinkSpec& sink : config_.events) {

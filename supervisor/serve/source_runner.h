@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "config/source_config.h"
+#include "supervisor/serve/event_hub.h"
 #include "supervisor/triton/serve_generation.h"
 #include "supervisor/sources/event_sink.h"
 #include "supervisor/triton/audio_streams.h"
@@ -52,8 +53,9 @@ class SourceRunner {
   // `current`: the generation new streams go to. After a reload the running
   // connection moves its stream to the new generation between two pieces of
   // audio (the connection stays; an event open across the move is split).
+  // `hub` (may be null) gets every line the sinks get (GET /v2/events).
   SourceRunner(SourceConfig config, AudioStreams& streams, std::string model,
-               std::function<std::shared_ptr<Generation>()> current);
+               std::function<std::shared_ptr<Generation>()> current, EventHub* hub);
   ~SourceRunner();  // stop()
   SourceRunner(const SourceRunner&) = delete;
   SourceRunner& operator=(const SourceRunner&) = delete;

@@ -18,8 +18,8 @@ double ms(double seconds) { return std::round(seconds * 1000) / 1000; }
 
 }  // namespace
 
-SourceSet::SourceSet(triton::Service& service, std::function<std::shared_ptr<Generation>()> current)
-    : current_(std::move(current)), streams_(/*max_streams=*/1 << 20, kStreamIdleSeconds, service, current_) {}
+SourceSet::SourceSet(triton::Service& service, std::function<std::shared_ptr<Generation>()> current, EventHub* hub)
+    : current_(std::move(current)), hub_(hub), streams_(/*max_streams=*/1 << 20, kStreamIdleSeconds, service, current_) {}
 
 void SourceSet::check_models(const std::vector<SourceConfig>& sources, const std::string& served) {
   for (const SourceConfig& s : sources) {
@@ -47,7 +47,7 @@ void SourceSet::apply(const std::vector<SourceConfig>& next, const std::string& 
     for (const SourceConfig& s : next) {
       const bool running = std::any_of(kept.begin(), kept.end(), [&](const auto& r) { return r->config().same(s); });
       if (running) continue;
-      kept.push_back(std::make_unique<SourceRunner>(s, streams_, model, current_));
+      kept.push_back(std::make_unique<SourceRunner>(s, streams_, model, current_, hub_));
       started.push_back(kept.back().get());
     }
     runners_ = std::move(kept);

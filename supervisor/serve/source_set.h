@@ -25,7 +25,8 @@ class SourceSet {
   // (the runner's read timeout notices a silent input first).
   static constexpr int kStreamIdleSeconds = 3600;
 
-  SourceSet(triton::Service& service, std::function<std::shared_ptr<Generation>()> current);
+  // `hub` (may be null) gets every source's event lines (GET /v2/events); it outlives the set.
+  SourceSet(triton::Service& service, std::function<std::shared_ptr<Generation>()> current, EventHub* hub);
   ~SourceSet() { stop(); }
 
   // Throws ConfigError (file, line, source, key) when a source names a model
@@ -42,6 +43,7 @@ class SourceSet {
 
  private:
   const std::function<std::shared_ptr<Generation>()> current_;
+  EventHub* const hub_;
   StreamRegistry streams_;
   mutable std::mutex mu_;  // guards runners_ for the readers; apply() and stop() are one thread's
   std::vector<std::unique_ptr<SourceRunner>> runners_;

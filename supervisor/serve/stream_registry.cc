@@ -43,6 +43,7 @@ AudioStreams::Opened StreamRegistry::open(const std::string& model, std::string_
                                                            std::to_string(max_streams_) + ") are open; retry later"};
     return opened;
   }
+  if (tap_) output = tap_(std::move(output), model);
   std::shared_ptr<StreamSession> session;
   try {
     session = std::make_shared<StreamSession>(++ids_, std::move(gen), *query.spec, std::move(output), *this, idle_s_);

@@ -99,8 +99,16 @@ void render_streams(std::string& out, const ServeSnapshot& s) {
              [](const StreamStat& st) { return st.lag_seconds; });
 }
 
-// The [[source]]s (a bounded set: the config's tables), one family at a time.
+// The [[source]]s (a bounded set: the config's tables), one family at a time;
+// then GET /v2/events' subscribers.
 void render_sources(std::string& out, const ServeSnapshot& s) {
+  Family(out, "corepool_event_subscribers", "gauge", "GET /v2/events (Server-Sent Events) connections open.")
+      .sample("", double(s.event_subscribers));
+  Family(out, "corepool_events_published_total", "counter", "Stream and source events and ends published to /v2/events.")
+      .sample("", double(s.events_published));
+  Family(out, "corepool_events_dropped_total", "counter",
+         "Messages a /v2/events subscriber lost because it did not read them.")
+      .sample("", double(s.events_dropped));
   if (s.sources.empty()) return;
   Family state(out, "corepool_source_state", "gauge",
                "1 for the state each [[source]] is in (connecting, running, backoff, finished, stopped).");

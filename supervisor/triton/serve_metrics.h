@@ -79,6 +79,9 @@ struct ServeSnapshot {
   uint64_t streams_refused_full = 0;     // upgrades answered 503: serve.max_streams open
   std::vector<std::pair<std::string, uint64_t>> streams_closed;  // by how they ended
   std::vector<SourceStat> sources;       // the [[source]]s, in config order
+  size_t event_subscribers = 0;          // GET /v2/events connections open
+  uint64_t events_published = 0;         // messages published to them (each once, whatever the subscribers)
+  uint64_t events_dropped = 0;           // messages a subscriber that did not read lost
   std::vector<std::pair<std::string, ProcessMemory>> memory;  // "supervisor", "worker-0", ...
   std::vector<std::pair<std::string, uint64_t>> allocator;    // jemalloc stats, bytes
 };

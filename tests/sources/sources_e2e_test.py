@@ -13,8 +13,10 @@
   radio reconnects (reconnects > 0) and writes new events;
 - SIGHUP with file removed and "late" added: late runs, file is gone, and
   loop is untouched (the same connection, its audio still growing);
+- GET /v2/events (Server-Sent Events) carries the sources' events and ends
+  and a WebSocket stream's, tagged with the source or the stream;
 - /metrics has the per-source families; SIGTERM flushes: each sink ends
-  with its connection's summary.
+  with its connection's summary, and the event stream is closed.
 
 Usage: sources_e2e_test.py --corepool BIN --gen-audio BIN --model DIR [unittest args]
        sources_e2e_test.py --serve-wav WAV --port N --speed X [--loop]   (the helper server)
@@ -32,6 +34,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import urllib.request
@@ -142,6 +145,54 @@ def same_events(test, got, want):
         test.assertLessEqual(abs(g["end"] - w["end"]), HOP, (g, w))
 
 
+class EventFeed:
+    """GET /v2/events read on a thread: every (event, data) message, in order."""
+
+    def __init__(self, port):
+        self.messages, self.subscribed, self.closed = [], threading.Event(), threading.Event()
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+        self.sock.sendall(b"GET /v2/events HTTP/1.1\r\nHost: t\r\n\r\n")
+        self.thread = threading.Thread(target=self.read, daemon=True)
+        self.thread.start()
+        assert self.subscribed.wait(10), "no ': subscribed' from /v2/events"
+
+    def read(self):
+        f = self.sock.makefile("rb")
+        assert f.readline().startswith(b"HTTP/1.1 200"), "not a 200"
+        while f.readline() not in (b"\r\n", b""):  # headers
+            pass
+        event = None
+        for raw in f:
+            line = raw.decode().rstrip("\n")
+            if line == ": subscribed":
+                self.subscribed.set()
+            elif line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: "):
+                self.messages.append((event, json.loads(line[6:])))
+        self.closed.set()
+
+    def of(self, event, key, value):
+        return [m for e, m in list(self.messages) if e == event and m.get(key) == value]
+
+
+def websocket_stream(port, pcm, rate):
+    """Streams `pcm` (s16le mono) over a WebSocket, then ends; returns its events."""
+    import asyncio
+    import websockets
+
+    async def run():
+        url = "ws://127.0.0.1:%d/v2/models/default/audio/stream?sample_rate=%d" % (port, rate)
+        events = []
+        async with websockets.connect(url) as ws:
+            await ws.send(pcm)
+            await ws.send(json.dumps({"end": True}))
+            async for message in ws:
+                events.append(json.loads(message))
+        return [e for e in events if "label" in e]
+    return asyncio.run(run())
+
+
 class Sources(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory()
@@ -171,6 +222,7 @@ class Sources(unittest.TestCase):
                 raise AssertionError("serve exited:\n" + self.serve_log())
             return m and int(m.group(1))
         self.port = wait_for("serve to listen", port, 60)
+        self.feed = EventFeed(self.port)
 
     def tearDown(self):
         for p in (self.radio, self.looping):
@@ -260,12 +312,27 @@ class Sources(unittest.TestCase):
         wait_for("late to finish", lambda: self.sources()["late"]["state"] == "finished")
         same_events(self, self.labelled("late"), self.batch)
 
+        # The event feed: the sources' lines, a WebSocket stream's events.
+        self.assertTrue(self.feed.of("event", "source", "loop"), "no loop event on /v2/events")
+        late = self.feed.of("event", "source", "late")
+        self.assertEqual([e["label"] for e in late], [e["label"] for e in self.labelled("late")])
+        self.assertTrue(self.feed.of("end", "source", "late"), "no end of late on /v2/events")
+        with wave.open(self.wav) as w:
+            rate, pcm = w.getframerate(), w.readframes(w.getframerate() * 3)
+        streamed = websocket_stream(self.port, pcm, rate)
+        self.assertTrue(streamed, "the WebSocket stream gave no event")
+        stream_ends = wait_for("the stream's end on /v2/events", lambda: self.feed.of("end", "model", "default"))
+        tapped = self.feed.of("event", "stream", stream_ends[0]["stream"])
+        self.assertEqual([e["label"] for e in tapped], [e["label"] for e in streamed])
+
         # /metrics, one TYPE line per family.
         metrics = self.get("/metrics")
         self.assertRegex(metrics, r'corepool_source_state\{source="loop",state="running"\} 1')
         self.assertRegex(metrics, r'corepool_source_reconnects_total\{source="radio"\} [1-9]')
         self.assertRegex(metrics, r'corepool_source_audio_seconds_total\{source="loop"\} [1-9]')
         self.assertEqual(metrics.count("# TYPE corepool_source_events_total "), 1)
+        self.assertRegex(metrics, r"corepool_event_subscribers 1")
+        self.assertRegex(metrics, r"corepool_events_published_total [1-9]")
 
         # SIGTERM: each running source flushes; its last line is its summary.
         loop_connection = self.sources()["loop"]["connections"]
@@ -274,6 +341,7 @@ class Sources(unittest.TestCase):
         last = self.lines("loop")[-1]
         self.assertEqual(last.get("connection"), loop_connection, last)
         self.assertEqual(last["summary"]["end"], "server_stop", last)
+        self.assertTrue(self.feed.closed.wait(10), "/v2/events was not closed at SIGTERM")
 
 
 def main():
