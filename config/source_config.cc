@@ -80,6 +80,40 @@ bool SourceConfig::same(const SourceConfig& o) const {
          backoff_max_s == o.backoff_max_s && timeout_s == o.timeout_s;
 }
 
+WebhookUrl parse_webhook_url(const std::string& url) {
+  const std::string scheme = "http://";
+  if (url.rfind(scheme, 0) != 0) throw std::invalid_argument("\"" + url + "\": a webhook needs an http:// URL (https is not supported)");
+  std::string rest = url.substr(scheme.size());
+  WebhookUrl out;
+  const size_t slash = rest.find('/');
+  if (slash != std::string::npos) {
+    out.path = rest.substr(slash);
+    rest = rest.substr(0, slash);
+  }
+  if (!rest.empty() && rest.front() == '[') {  // [v6]:port
+    const size_t close = rest.find(']');
+    if (close == std::string::npos) throw std::invalid_argument("\"" + url + "\": an IPv6 host is written [addr]");
+    out.host = rest.substr(1, close - 1);
+    if (close + 1 < rest.size()) {
+      if (rest[close + 1] != ':') throw std::invalid_argument("\"" + url + "\": [addr]:port expected");
+      out.port = rest.substr(close + 2);
+    }
+  } else {
+    const size_t colon = rest.rfind(':');
+    out.host = rest.substr(0, colon);
+    if (colon != std::string::npos) out.port = rest.substr(colon + 1);
+  }
+  if (out.host.empty()) throw std::invalid_argument("\"" + url + "\": no host");
+  if (out.port.empty() || out.port.size() > 5 || out.port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(out.port) > 65535) {
+    throw std::invalid_argument("\"" + url + "\": the port must be a number up to 65535");
+  }
+  for (char c : out.path) {
+    if (static_cast<unsigned char>(c) <= 0x20) throw std::invalid_argument("\"" + url + "\": a space or control character in the path");
+  }
+  return out;
+}
+
 EventSinkSpec parse_event_sink(const std::string& text) {
   if (text.rfind("jsonl:", 0) == 0) {
     const std::string path = text.substr(6);
@@ -90,10 +124,8 @@ EventSinkSpec parse_event_sink(const std::string& text) {
   }
   if (text.rfind("webhook:", 0) == 0) {
     const std::string url = text.substr(8);
-    if (url.rfind("http://", 0) != 0 || url.size() <= 7) {
-      throw std::invalid_argument("\"" + text + "\": webhook: needs an http:// URL (https is not supported)");
-    }
-    throw std::invalid_argument("\"" + text + "\": webhook sinks are not implemented yet; use jsonl:PATH");
+    parse_webhook_url(url);  // throws saying what is wrong
+    return {EventSinkSpec::Kind::kWebhook, url};
   }
   throw std::invalid_argument("\"" + text + "\" is not a sink: \"jsonl:PATH\" or \"webhook:http://HOST:PORT/PATH\"");
 }

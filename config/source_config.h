@@ -39,6 +39,15 @@ struct SourceConfig {
   bool same(const SourceConfig& o) const;
 };
 
+struct WebhookUrl {
+  std::string host;
+  std::string port = "80";
+  std::string path = "/";
+};
+// "http://host:port/path" (port and path optional; [v6] hosts too). Throws
+// std::invalid_argument saying what is wrong.
+WebhookUrl parse_webhook_url(const std::string& url);
+
 // "FILE:LINE: source[I].KEY: source "NAME": reason", for checks made after
 // the file was read (the model's name is known once it is loaded).
 std::string source_error(const SourceConfig& source, const std::string& key, const std::string& reason);

@@ -163,7 +163,9 @@ SourceRunner::SourceRunner(SourceConfig config, AudioStreams& streams, std::stri
   shared_->status.name = config_.name;
   shared_->status.url = config_.url;
   for (const EventSinkSpec& sink : config_.events) {
-    if (sink.kind == EventSinkSpec::Kind::kJsonl) shared_->sinks.push_back(make_jsonl_sink(sink.target));
+    shared_->sinks.push_back(sink.kind == EventSinkSpec::Kind::kJsonl
+                                 ? make_jsonl_sink(sink.target)
+                                 : make_webhook_sink(sink.target, config_.backoff_s, config_.backoff_max_s));
   }
 }
 

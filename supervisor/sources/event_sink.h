@@ -46,5 +46,7 @@ class JsonlSink final : public EventSink {
 };
 
 std::unique_ptr<EventSink> make_jsonl_sink(const std::string& path);
+// webhook_sink.h; throws std::invalid_argument on a bad URL.
+std::unique_ptr<EventSink> make_webhook_sink(const std::string& url, double backoff_s, double backoff_max_s);
 
 }  // namespace corepool

@@ -4,7 +4,8 @@
 - "radio" pulls the 28 s demo from a local HTTP server (this file in
   --serve-wav mode, a process of its own) at 4x real time, one pass a
   connection; "loop" pulls it from a second server that loops it forever;
-  "file" reads the WAV itself and finishes;
+  "file" reads the WAV itself and finishes, its events also POSTed to a
+  webhook (a receiver on loopback here);
 - the first connection's events in radio's JSONL sink and file's are the
   events `corepool batch` writes for the same file (same labels, each
   boundary within one hop); the sink's name carries the UTC date;
@@ -132,9 +133,34 @@ class AudioServer:
         self.proc.wait()
 
 
-def source_table(name, url, events_dir, extra=""):
-    return ('[[source]]\nname = "%s"\nurl = "%s"\nevents = "jsonl:%s/%s.jsonl"\n'
-            "backoff_s = 0.2\nbackoff_max_s = 1\ntimeout_s = 3\n%s\n" % (name, url, events_dir, name, extra))
+def source_table(name, url, events_dir, webhook=None):
+    sinks = '"jsonl:%s/%s.jsonl"' % (events_dir, name) + (', "webhook:%s"' % webhook if webhook else "")
+    return ('[[source]]\nname = "%s"\nurl = "%s"\nevents = [%s]\n'
+            "backoff_s = 0.2\nbackoff_max_s = 1\ntimeout_s = 3\n\n" % (name, url, sinks))
+
+
+class WebhookReceiver:
+    """Keeps the JSON body of every POST, answers 204."""
+
+    def __init__(self):
+        bodies = self.bodies = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d/hook" % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
 
 
 def same_events(test, got, want):
@@ -205,11 +231,12 @@ class Sources(unittest.TestCase):
         self.events = os.path.join(d, "events")
         self.radio = AudioServer(self.wav, free_port(), speed=4)
         self.looping = AudioServer(self.wav, free_port(), speed=4, loop=True)
+        self.webhook = WebhookReceiver()
         self.config = os.path.join(d, "corepool.toml")
         self.write_config([
             source_table("radio", "http://127.0.0.1:%d/demo.wav" % self.radio.port, self.events),
             source_table("loop", "http://127.0.0.1:%d/live.wav" % self.looping.port, self.events),
-            source_table("file", self.wav, self.events)])
+            source_table("file", self.wav, self.events, self.webhook.url)])
         self.log_path = os.path.join(d, "serve.log")
         self.log = open(self.log_path, "w")
         self.serve = subprocess.Popen([ARGS.corepool, "--log-level", "info", "--config", self.config, "serve",
@@ -232,6 +259,7 @@ class Sources(unittest.TestCase):
             self.serve.kill()
             self.serve.wait()
         self.log.close()
+        self.webhook.stop()
         self.dir.cleanup()
 
     def serve_log(self):
@@ -268,6 +296,9 @@ class Sources(unittest.TestCase):
         # The file source finishes with batch's events; radio's first pass (7 s) gives them too.
         wait_for("file to finish", lambda: self.sources()["file"]["state"] == "finished")
         same_events(self, self.labelled("file"), self.batch)
+        posted = wait_for("file's events at the webhook", lambda: [b for b in self.webhook.bodies if "summary" in b]
+                          and self.webhook.bodies)
+        self.assertEqual(posted, self.lines("file"), "the webhook got other lines than the JSONL sink")
         wait_for("radio's first connection to end", lambda: any(s["connection"] == 1 for s in self.summaries("radio")))
         same_events(self, self.labelled("radio", 1), self.batch)
         today = time.strftime("%Y-%m-%d", time.gmtime())

@@ -104,6 +104,16 @@ TEST_F(SourceConfigTest, ASinkThatIsNeitherJsonlNorWebhookIsRefused) {
   EXPECT_THAT(error_for("[[source]]\nname = \"r\"\nurl = \"x.wav\"\nevents = []\n"), HasSubstr("the list is empty"));
 }
 
+TEST_F(SourceConfigTest, AWebhookSinkIsAnHttpUrl) {
+  const Config c = load_config(
+      write("[[source]]\nname = \"r\"\nurl = \"x.wav\"\nevents = [\"jsonl:a.jsonl\", \"webhook:http://127.0.0.1:9/e\"]\n"));
+  ASSERT_EQ(c.sources[0].events.size(), 2u);
+  EXPECT_EQ(c.sources[0].events[1].kind, EventSinkSpec::Kind::kWebhook);
+  EXPECT_EQ(c.sources[0].events[1].target, "http://127.0.0.1:9/e");
+  EXPECT_THAT(error_for("[[source]]\nname = \"r\"\nurl = \"x.wav\"\nevents = \"webhook:https://h/\"\n"),
+              HasSubstr("corepool.toml:4: source[0].events: source \"r\": \"https://h/\": a webhook needs an http:// URL"));
+}
+
 TEST_F(SourceConfigTest, AnUnknownKeyInASourceTableIsNamedWithItsIndex) {
   const std::string e =
       error_for("[[source]]\nname = \"r\"\nurl = \"x.wav\"\nevents = \"jsonl:a.jsonl\"\nbackof_s = 2\n");
