@@ -85,6 +85,12 @@ std::string utc_text(Wall::time_point t) {
 
 double rounded_ms(double seconds) { return std::round(seconds * 1000) / 1000; }
 
+std::string format_seconds(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", seconds);
+  return text;
+}
+
 int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Steady::now().time_since_epoch()).count();
 }
@@ -210,8 +216,9 @@ void SourceRunner::touch() {
   deadline_ns_.store(steady_ns() + int64_t(config_.timeout_s * 1e9));
 }
 
-// Connect, run until the connection drops, wait, again. A run longer than
-// min(backoff_max_s, 30 s) was healthy: the next wait starts from backoff_s.
+// Connect, run until the connection drops, wait, again. A connection that
+// ran (audio came) for min(backoff_max_s, 30 s) was healthy: the next wait
+// starts from backoff_s. Time spent failing to connect never counts.
 void SourceRunner::run() {
   Backoff backoff(config_.backoff_s, config_.backoff_max_s);
   const double healthy_s = std::min(config_.backoff_max_s, 30.0);
@@ -221,14 +228,14 @@ void SourceRunner::run() {
       ++shared_->status.reconnects;
     }
     set_state(SourceState::kConnecting);
-    const auto t0 = Steady::now();
+    ran_s_ = 0;
     const Outcome outcome = connect_once();
     if (outcome == Outcome::kStopped || stopping()) break;
     if (outcome == Outcome::kEnded && config_.is_file()) {
       spdlog::info("source \"{}\": {} ended: finished", config_.name, config_.url);
       return set_state(SourceState::kFinished);
     }
-    if (std::chrono::duration<double>(Steady::now() - t0).count() >= healthy_s) backoff.reset();
+    if (ran_s_ >= healthy_s) backoff.reset();
     if (!wait_backoff(backoff.next())) break;
   }
   set_state(SourceState::kStopped);
@@ -253,13 +260,23 @@ SourceRunner::Outcome SourceRunner::connect_once() {
     connection = ++shared_->status.connections;
   }
   touch();
-  const auto interrupted = [this] { return stopping() || steady_ns() > deadline_ns_.load(); };
-  const int timeout_ms = int(config_.timeout_s * 1000);
+  timed_out_.store(false);
+  const auto interrupted = [this] {
+    if (stopping()) return true;
+    if (steady_ns() <= deadline_ns_.load()) return false;
+    timed_out_.store(true);  // sticky: the decoder may still hand out buffered frames before it reports the end
+    return true;
+  };
+  // FFmpeg's rw_timeout is a backstop one second behind the deadline, so that
+  // the interrupt (which says why) is what ends a silent read.
+  const int timeout_ms = int(config_.timeout_s * 1000) + 1000;
   auto input = std::make_unique<MediaInput>(config_.is_file() ? AudioSource::file(config_.url)
                                                               : AudioSource::network(config_.url, timeout_ms, interrupted));
   if (!input->get()) {
     if (stopping()) return Outcome::kStopped;
-    fail(config_.url + ": cannot open: " + input->error_text());
+    const bool timed_out = timed_out_.load();
+    fail(config_.url + ": cannot open: " +
+         (timed_out ? "no answer within timeout_s (" + format_seconds(config_.timeout_s) + " s)" : input->error_text()));
     return Outcome::kDropped;
   }
   std::unique_ptr<AudioDecoder> decoder;
@@ -287,6 +304,7 @@ SourceRunner::Outcome SourceRunner::connect_once() {
   Outcome outcome = Outcome::kEnded;
   std::string why = "end of stream";
   double seconds = 0;  // of this connection
+  const auto running_since = Steady::now();
   for (;;) {
     leg->stream->push(std::string(reinterpret_cast<const char*>(frames.data()), frames.size() * sizeof(float)));
     seconds += double(n) / rate;
@@ -322,17 +340,20 @@ SourceRunner::Outcome SourceRunner::connect_once() {
     try {
       n = decoder->read(frames);
     } catch (const AudioError& e) {
-      outcome = Outcome::kDropped;
-      why = e.what();
+      outcome = stopping() ? Outcome::kStopped : Outcome::kDropped;
+      why = timed_out_.load() ? "no audio for timeout_s (" + format_seconds(config_.timeout_s) + " s)"
+                                               : e.what();
       break;
     }
     if (n == 0) {
       if (stopping()) outcome = Outcome::kStopped;
       else if (decoder->ended_damaged() || !config_.is_file()) outcome = Outcome::kDropped;
       if (decoder->ended_damaged()) why = decoder->end_reason();
+      if (timed_out_.load()) why = "no audio for timeout_s (" + format_seconds(config_.timeout_s) + " s)";
       break;
     }
   }
+  ran_s_ = std::chrono::duration<double>(Steady::now() - running_since).count();
   if (outcome == Outcome::kStopped) close_leg(*leg, StreamEnd::kServerStop, "the server is shutting down");
   else close_leg(*leg, StreamEnd::kEnd, why);
   if (outcome == Outcome::kDropped) fail(why.rfind(config_.url, 0) == 0 ? why : config_.url + ": " + why);

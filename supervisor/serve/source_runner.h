@@ -94,6 +94,8 @@ class SourceRunner {
   std::shared_ptr<Shared> shared_;
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> deadline_ns_{0};  // steady clock: a blocking read past it is interrupted
+  std::atomic<bool> timed_out_{false};   // this connection's input was interrupted at its deadline
+  double ran_s_ = 0;                     // the runner thread: how long the last connection ran (had audio)
   std::thread thread_;
 };
 

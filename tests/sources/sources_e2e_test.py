@@ -1,6 +1,10 @@
 #!/usr/bin/python3
 """Serve's [[source]]s end to end on loopback, against the real binary:
 
+- "mute" connects to a server that accepts and never answers: its open
+  times out (timeout_s), it backs off and retries, and stalls nobody;
+  "stall" gets 2 s of audio, then its server hangs with the connection
+  open: after timeout_s its events are flushed and it reconnects;
 - "radio" pulls the 28 s demo from a local HTTP server (this file in
   --serve-wav mode, a process of its own) at 4x real time, one pass a
   connection; "loop" pulls it from a second server that loops it forever;
@@ -17,7 +21,9 @@
 - GET /v2/events (Server-Sent Events) carries the sources' events and ends
   and a WebSocket stream's, tagged with the source or the stream;
 - /metrics has the per-source families; SIGTERM flushes: each sink ends
-  with its connection's summary, and the event stream is closed.
+  with its connection's summary, and the event stream is closed;
+- a source naming a model serve does not serve stops the start with the
+  file, the line, the source and the key (exit 2).
 
 Usage: sources_e2e_test.py --corepool BIN --gen-audio BIN --model DIR [unittest args]
        sources_e2e_test.py --serve-wav WAV --port N --speed X [--loop]   (the helper server)
@@ -47,7 +53,7 @@ HOP = 0.5  # models/default/model.toml: hop_seconds
 
 # ---- the helper: a slow HTTP audio server ---------------------------------
 
-def serve_wav(path, port, speed, loop):
+def serve_wav(path, port, speed, loop, stall_after=None):
     with wave.open(path) as w:
         rate, channels, width = w.getframerate(), w.getnchannels(), w.getsampwidth()
         pcm = w.readframes(w.getnframes())
@@ -70,6 +76,9 @@ def serve_wav(path, port, speed, loop):
                     for i in range(0, len(pcm), piece):
                         self.wfile.write(pcm[i:i + piece])
                         sent += 0.1
+                        if stall_after is not None and sent >= stall_after:
+                            self.wfile.flush()
+                            time.sleep(3600)  # a server that hangs: the connection stays, nothing comes
                         ahead = t0 + sent / speed - time.monotonic()
                         if ahead > 0:
                             time.sleep(ahead)
@@ -111,9 +120,10 @@ def wait_for(what, check, seconds=30, every=0.05):
 
 
 class AudioServer:
-    def __init__(self, wav, port, speed, loop=False):
+    def __init__(self, wav, port, speed, loop=False, stall_after=None):
         self.args = [sys.executable, os.path.abspath(__file__), "--serve-wav", wav, "--port", str(port),
-                     "--speed", str(speed)] + (["--loop"] if loop else [])
+                     "--speed", str(speed)] + (["--loop"] if loop else []) + \
+            (["--stall-after", str(stall_after)] if stall_after is not None else [])
         self.port = port
         self.start()
 
@@ -133,10 +143,10 @@ class AudioServer:
         self.proc.wait()
 
 
-def source_table(name, url, events_dir, webhook=None):
+def source_table(name, url, events_dir, webhook=None, timeout_s=3):
     sinks = '"jsonl:%s/%s.jsonl"' % (events_dir, name) + (', "webhook:%s"' % webhook if webhook else "")
     return ('[[source]]\nname = "%s"\nurl = "%s"\nevents = [%s]\n'
-            "backoff_s = 0.2\nbackoff_max_s = 1\ntimeout_s = 3\n\n" % (name, url, sinks))
+            "backoff_s = 0.2\nbackoff_max_s = 1\ntimeout_s = %g\n\n" % (name, url, sinks, timeout_s))
 
 
 class WebhookReceiver:
@@ -231,12 +241,18 @@ class Sources(unittest.TestCase):
         self.events = os.path.join(d, "events")
         self.radio = AudioServer(self.wav, free_port(), speed=4)
         self.looping = AudioServer(self.wav, free_port(), speed=4, loop=True)
+        self.stalling = AudioServer(self.wav, free_port(), speed=4, stall_after=2)
         self.webhook = WebhookReceiver()
+        self.mute = socket.socket()  # listens, never accepts: connects succeed, no answer ever comes
+        self.mute.bind(("127.0.0.1", 0))
+        self.mute.listen(64)
         self.config = os.path.join(d, "corepool.toml")
         self.write_config([
             source_table("radio", "http://127.0.0.1:%d/demo.wav" % self.radio.port, self.events),
             source_table("loop", "http://127.0.0.1:%d/live.wav" % self.looping.port, self.events),
-            source_table("file", self.wav, self.events, self.webhook.url)])
+            source_table("file", self.wav, self.events, self.webhook.url),
+            source_table("mute", "http://127.0.0.1:%d/x.wav" % self.mute.getsockname()[1], self.events, timeout_s=1),
+            source_table("stall", "http://127.0.0.1:%d/x.wav" % self.stalling.port, self.events, timeout_s=1)])
         self.log_path = os.path.join(d, "serve.log")
         self.log = open(self.log_path, "w")
         self.serve = subprocess.Popen([ARGS.corepool, "--log-level", "info", "--config", self.config, "serve",
@@ -252,7 +268,7 @@ class Sources(unittest.TestCase):
         self.feed = EventFeed(self.port)
 
     def tearDown(self):
-        for p in (self.radio, self.looping):
+        for p in (self.radio, self.looping, self.stalling):
             if p.proc.poll() is None:
                 p.kill()
         if self.serve.poll() is None:
@@ -260,6 +276,7 @@ class Sources(unittest.TestCase):
             self.serve.wait()
         self.log.close()
         self.webhook.stop()
+        self.mute.close()
         self.dir.cleanup()
 
     def serve_log(self):
@@ -327,12 +344,27 @@ class Sources(unittest.TestCase):
                  lambda: [e for e in self.labelled("radio") if e["connection"] > connections], seconds=20)
         self.assertGreater(self.sources()["radio"]["reconnects"], 0)
 
+        # The mute server never answered: timed out, retried, stalled nobody.
+        mute = wait_for("mute to time out and retry", lambda: (lambda s: s if s["reconnects"] >= 1 and s["last_error"]
+                                                                else None)(self.sources()["mute"]))
+        self.assertIn(mute["state"], ("connecting", "backoff"), mute)
+        self.assertEqual(mute["events"], 0, mute)
+        self.assertIn("no answer within timeout_s (1 s)", mute["last_error"])
+        stall = wait_for("stall to time out mid-stream and reconnect",
+                         lambda: (lambda s: s if s["reconnects"] >= 1 and s["last_error"] else None)(self.sources()["stall"]))
+        self.assertIn("no audio for timeout_s (1 s)", stall["last_error"])
+        first = wait_for("stall's first connection flushed", lambda: [
+            e for e in self.summaries("stall") if e["connection"] == 1])
+        self.assertAlmostEqual(first[0]["summary"]["duration"], 2, delta=0.2)
+        self.assertEqual([e["label"] for e in self.labelled("stall", 1)], ["speech"])
+
         # SIGHUP: file removed, late added, loop and radio untouched.
         before = self.sources()
         self.write_config([
             source_table("radio", "http://127.0.0.1:%d/demo.wav" % self.radio.port, self.events),
             source_table("loop", "http://127.0.0.1:%d/live.wav" % self.looping.port, self.events),
-            source_table("late", self.wav, self.events)])
+            source_table("late", self.wav, self.events),
+            source_table("mute", "http://127.0.0.1:%d/x.wav" % self.mute.getsockname()[1], self.events, timeout_s=1)])
         self.serve.send_signal(signal.SIGHUP)
         now = wait_for("late to appear and file to go",
                        lambda: (lambda s: s if "late" in s and "file" not in s else None)(self.sources()))
@@ -375,6 +407,19 @@ class Sources(unittest.TestCase):
         self.assertTrue(self.feed.closed.wait(10), "/v2/events was not closed at SIGTERM")
 
 
+class BadSourceModel(unittest.TestCase):
+    def test_a_source_naming_another_model_stops_the_start_naming_file_line_source_and_key(self):
+        with tempfile.TemporaryDirectory() as d:
+            config = os.path.join(d, "corepool.toml")
+            with open(config, "w") as f:
+                f.write("[serve]\n\n" + source_table("r", "x.wav", d).replace('[[source]]\n', '[[source]]\nmodel = "other"\n'))
+            run = subprocess.run([ARGS.corepool, "--config", config, "serve", "--listen", "127.0.0.1:0",
+                                  "--grpc-listen", "", "--model", ARGS.model], capture_output=True, text=True, timeout=120)
+            self.assertEqual(run.returncode, 2, run.stdout + run.stderr)
+            self.assertIn(config + ':3: source[0].model: source "r": "other" is not served: corepool serve serves '
+                          'one model, "default"', run.stdout + run.stderr)
+
+
 def main():
     global ARGS
     if "--serve-wav" in sys.argv:
@@ -383,8 +428,9 @@ def main():
         p.add_argument("--port", type=int, required=True)
         p.add_argument("--speed", type=float, default=1)
         p.add_argument("--loop", action="store_true")
+        p.add_argument("--stall-after", type=float)
         a = p.parse_args()
-        return serve_wav(a.serve_wav, a.port, a.speed, a.loop)
+        return serve_wav(a.serve_wav, a.port, a.speed, a.loop, a.stall_after)
     parser = argparse.ArgumentParser()
     parser.add_argument("--corepool", required=True)
     parser.add_argument("--gen-audio", required=True)
