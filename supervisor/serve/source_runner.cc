@@ -1,31 +1,25 @@
 // SourceRunner: see source_runner.h. Threads: the runner's own (connects,
 // decodes, pushes, waits out the back-off) and the session's (whose output,
-// SourceOutput below, writes the sinks under Shared::mu). status() may be
-// called from any thread. Event lines carry the source, the connection (1, 2,
-// ... one per connect) and the times from that connection's start, plus for
-// a network source "time": the wall clock (UTC) at the connection's start
-// plus "start".
+// source_output.h, writes the sinks under SourceShared::mu). status() may be
+// called from any thread.
 #include "supervisor/serve/source_runner.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <ctime>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "audio/audio_decoder.h"
 #include "audio/audio_error.h"
 #include "audio/audio_source.h"
+#include "supervisor/serve/source_output.h"
 #include "supervisor/sources/backoff.h"
 #include "supervisor/serve/stream_session.h"
 
 namespace corepool {
 
 using Steady = std::chrono::steady_clock;
-using Wall = std::chrono::system_clock;
-using ojson = nlohmann::ordered_json;
 
 const char* source_state_name(SourceState state) {
   switch (state) {
@@ -38,13 +32,6 @@ const char* source_state_name(SourceState state) {
   return "unknown";
 }
 
-// How one stream of a connection ended, as its output tells the runner.
-struct LegEnd {
-  bool closed = false;  // under Shared::mu: the session's output had its last call
-  StreamEnd how = StreamEnd::kEnd;
-  std::string reason;
-};
-
 // One stream of a connection: one per generation it ran on.
 struct SourceRunner::Leg {
   std::shared_ptr<AudioStream> stream;
@@ -53,37 +40,7 @@ struct SourceRunner::Leg {
   const Generation* generation = nullptr;  // the one current when it opened
 };
 
-struct SourceRunner::Shared {
-  std::string name;
-  EventHub* hub = nullptr;
-  mutable std::mutex mu;
-  std::condition_variable cv;  // a leg closed, or stop
-  std::vector<std::unique_ptr<EventSink>> sinks;  // under mu
-  SourceStatus status;                             // under mu
-  Steady::time_point retry_at;                     // under mu: in backoff, the next attempt
-  std::weak_ptr<StreamSession> session;            // under mu: the current connection's, for its lag
-
-  void write(const std::string& line) {  // under mu
-    const std::time_t now = Wall::to_time_t(Wall::now());
-    for (auto& sink : sinks) sink->write(line, now);
-  }
-};
-
 namespace {
-
-std::string utc_text(Wall::time_point t) {
-  const std::time_t secs = Wall::to_time_t(t);
-  std::tm utc{};
-  gmtime_r(&secs, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count() % 1000;
-  char full[48];
-  std::snprintf(full, sizeof full, "%s.%03dZ", text, int(ms));
-  return full;
-}
-
-double rounded_ms(double seconds) { return std::round(seconds * 1000) / 1000; }
 
 std::string format_seconds(double seconds) {
   char text[32];
@@ -95,66 +52,6 @@ int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Steady::now().time_since_epoch()).count();
 }
 
-// The session's output: each event as a line of every sink, the summary as
-// the connection's last line. Never blocks: a sink's write is one buffered
-// line to a local file.
-class SourceOutput final : public StreamOutput {
- public:
-  // `offset_s`: where this stream starts in its connection's audio.
-  // `live`: the audio arrives as it is heard, so "time" (the wall clock at
-  // the connection's start plus "start") says when; a file has none.
-  SourceOutput(std::shared_ptr<SourceRunner::Shared> shared, std::shared_ptr<LegEnd> leg, uint64_t connection,
-               double offset_s, bool live)
-      : shared_(std::move(shared)),
-        leg_(std::move(leg)),
-        connection_(connection),
-        offset_s_(offset_s),
-        live_(live),
-        wall0_(Wall::now() - std::chrono::microseconds(int64_t(offset_s * 1e6))) {}
-
-  bool event(std::string text) override {
-    const nlohmann::json e = nlohmann::json::parse(text, nullptr, false);
-    if (e.is_discarded()) return false;
-    ojson line = {{"source", shared_->name}, {"connection", connection_}};
-    const double start = e.value("start", 0.0) + offset_s_;
-    line["start"] = rounded_ms(start);
-    line["end"] = rounded_ms(e.value("end", 0.0) + offset_s_);
-    line["label"] = e.value("label", "");
-    line["score"] = e.value("score", 0.0);
-    if (live_) line["time"] = utc_text(wall0_ + std::chrono::milliseconds(int64_t(start * 1000)));
-    std::string out = line.dump();
-    std::lock_guard<std::mutex> lock(shared_->mu);
-    shared_->write(out);
-    if (shared_->hub) shared_->hub->publish("event", out);
-    shared_->status.last_event = std::move(out);
-    ++shared_->status.events;
-    return true;
-  }
-
-  void close(StreamEnd how, const std::string& reason, std::string summary) override {
-    std::lock_guard<std::mutex> lock(shared_->mu);
-    if (!summary.empty()) {
-      ojson line = {{"source", shared_->name}, {"connection", connection_}};
-      line["summary"] = ojson::parse(summary, nullptr, false);
-      line["time"] = utc_text(Wall::now());
-      shared_->write(line.dump());
-      if (shared_->hub) shared_->hub->publish("end", line.dump());
-    }
-    leg_->closed = true;
-    leg_->how = how;
-    leg_->reason = reason;
-    shared_->cv.notify_all();
-  }
-
- private:
-  std::shared_ptr<SourceRunner::Shared> shared_;
-  std::shared_ptr<LegEnd> leg_;
-  const uint64_t connection_;
-  const double offset_s_;
-  const bool live_;
-  const Wall::time_point wall0_;
-};
-
 }  // namespace
 
 SourceRunner::SourceRunner(SourceConfig config, AudioStreams& streams, std::string model,
@@ -163,7 +60,7 @@ SourceRunner::SourceRunner(SourceConfig config, AudioStreams& streams, std::stri
       streams_(streams),
       model_(std::move(model)),
       current_(std::move(current)),
-      shared_(std::make_shared<Shared>()) {
+      shared_(std::make_shared<SourceShared>()) {
   shared_->name = config_.name;
   shared_->hub = hub;
   shared_->status.name = config_.name;
@@ -254,11 +151,32 @@ bool SourceRunner::wait_backoff(double seconds) {
 // the runner stops; then end the stream, which flushes its open events to the
 // sinks, and wait for its last line.
 SourceRunner::Outcome SourceRunner::connect_once() {
-  uint64_t connection = 0;
   {
     std::lock_guard<std::mutex> lock(shared_->mu);
-    connection = ++shared_->status.connections;
+    ++shared_->status.connections;
   }
+  Outcome failed = Outcome::kDropped;
+  std::unique_ptr<AudioDecoder> decoder = open_input(failed);
+  if (!decoder) return failed;
+  std::vector<float> frames;
+  size_t n = 0;
+  try {
+    n = decoder->read(frames);
+  } catch (const AudioError& e) {
+    if (stopping()) return Outcome::kStopped;
+    fail(e.what());
+    return Outcome::kDropped;
+  }
+  if (n == 0) {
+    if (stopping()) return Outcome::kStopped;
+    fail(config_.url + ": no audio before the end of the stream");
+    return config_.is_file() ? Outcome::kEnded : Outcome::kDropped;
+  }
+  return pump(*decoder, frames, n);
+}
+
+// The input and its decoder, or null with `failed` saying how it ended.
+std::unique_ptr<AudioDecoder> SourceRunner::open_input(Outcome& failed) {
   touch();
   timed_out_.store(false);
   const auto interrupted = [this] {
@@ -272,35 +190,41 @@ SourceRunner::Outcome SourceRunner::connect_once() {
   const int timeout_ms = int(config_.timeout_s * 1000) + 1000;
   auto input = std::make_unique<MediaInput>(config_.is_file() ? AudioSource::file(config_.url)
                                                               : AudioSource::network(config_.url, timeout_ms, interrupted));
+  failed = stopping() ? Outcome::kStopped : Outcome::kDropped;
   if (!input->get()) {
-    if (stopping()) return Outcome::kStopped;
-    const bool timed_out = timed_out_.load();
-    fail(config_.url + ": cannot open: " +
-         (timed_out ? "no answer within timeout_s (" + format_seconds(config_.timeout_s) + " s)" : input->error_text()));
-    return Outcome::kDropped;
+    if (!stopping()) {
+      fail(config_.url + ": cannot open: " +
+           (timed_out_.load() ? "no answer within timeout_s (" + format_seconds(config_.timeout_s) + " s)"
+                              : input->error_text()));
+    }
+    return nullptr;
   }
-  std::unique_ptr<AudioDecoder> decoder;
-  std::vector<float> frames;
-  size_t n = 0;
   try {
-    decoder = std::make_unique<AudioDecoder>(std::move(input), config_.url, 0, false);
-    n = decoder->read(frames);
+    return std::make_unique<AudioDecoder>(std::move(input), config_.url, 0, false);
   } catch (const AudioError& e) {
-    if (stopping()) return Outcome::kStopped;
-    fail(e.what());
-    return Outcome::kDropped;
+    if (!stopping()) fail(e.what());
+    return nullptr;
   }
-  if (n == 0) {
-    if (stopping()) return Outcome::kStopped;
-    fail(config_.url + ": no audio before the end of the stream");
-    return config_.is_file() ? Outcome::kEnded : Outcome::kDropped;
+}
+
+std::string SourceRunner::silence_reason() const {
+  return "no audio for timeout_s (" + format_seconds(config_.timeout_s) + " s)";
+}
+
+// Pushes `frames` and what follows until the input ends, drops, its stream
+// ends or the runner stops; moves the stream to a new generation after a
+// reload; then ends the stream and waits for its last line.
+SourceRunner::Outcome SourceRunner::pump(AudioDecoder& decoder, std::vector<float>& frames, size_t n) {
+  const int rate = decoder.decoded_rate();
+  const int channels = decoder.channels();
+  uint64_t connection = 0;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    connection = shared_->status.connections;
   }
-  const int rate = decoder->decoded_rate();
-  const int channels = decoder->channels();
   std::shared_ptr<Leg> leg = open_leg(rate, channels, connection, 0);
   if (!leg) return stopping() ? Outcome::kStopped : Outcome::kDropped;
   spdlog::info("source \"{}\": connected to {} ({} Hz, {} channels)", config_.name, config_.url, rate, channels);
-
   Outcome outcome = Outcome::kEnded;
   std::string why = "end of stream";
   double seconds = 0;  // of this connection
@@ -312,19 +236,9 @@ SourceRunner::Outcome SourceRunner::connect_once() {
       std::lock_guard<std::mutex> lock(shared_->mu);
       shared_->status.audio_seconds += double(n) / rate;
     }
-    // A file decodes far faster than it is tagged: wait for the stream (or a stop).
-    {
-      std::unique_lock<std::mutex> lock(shared_->mu);
-      while (leg->session && !leg->end->closed && !stopping() &&
-             leg->session->stat().lag_seconds > kMaxLagSeconds) {
-        shared_->cv.wait_for(lock, std::chrono::milliseconds(10));
-      }
-      if (leg->end->closed) {
-        outcome = Outcome::kDropped;
-        why = "the stream ended: " + std::string(stream_end_name(leg->end->how)) +
-              (leg->end->reason.empty() ? "" : ": " + leg->end->reason);
-        break;
-      }
+    if (!wait_for_stream(*leg, why)) {
+      outcome = Outcome::kDropped;
+      break;
     }
     if (stopping()) {
       outcome = Outcome::kStopped;
@@ -338,18 +252,17 @@ SourceRunner::Outcome SourceRunner::connect_once() {
     frames.clear();
     touch();
     try {
-      n = decoder->read(frames);
+      n = decoder.read(frames);
     } catch (const AudioError& e) {
       outcome = stopping() ? Outcome::kStopped : Outcome::kDropped;
-      why = timed_out_.load() ? "no audio for timeout_s (" + format_seconds(config_.timeout_s) + " s)"
-                                               : e.what();
+      why = timed_out_.load() ? silence_reason() : e.what();
       break;
     }
     if (n == 0) {
       if (stopping()) outcome = Outcome::kStopped;
-      else if (decoder->ended_damaged() || !config_.is_file()) outcome = Outcome::kDropped;
-      if (decoder->ended_damaged()) why = decoder->end_reason();
-      if (timed_out_.load()) why = "no audio for timeout_s (" + format_seconds(config_.timeout_s) + " s)";
+      else if (decoder.ended_damaged() || !config_.is_file()) outcome = Outcome::kDropped;
+      if (decoder.ended_damaged()) why = decoder.end_reason();
+      if (timed_out_.load()) why = silence_reason();
       break;
     }
   }
@@ -360,6 +273,20 @@ SourceRunner::Outcome SourceRunner::connect_once() {
   return outcome;
 }
 
+// A file decodes far faster than it is tagged: wait while the stream is
+// kMaxLagSeconds behind (or until a stop). False when the stream ended on
+// its own (a full queue, a failed segment), `why` then saying so.
+bool SourceRunner::wait_for_stream(Leg& leg, std::string& why) {
+  std::unique_lock<std::mutex> lock(shared_->mu);
+  while (leg.session && !leg.end->closed && !stopping() && leg.session->stat().lag_seconds > kMaxLagSeconds) {
+    shared_->cv.wait_for(lock, std::chrono::milliseconds(10));
+  }
+  if (!leg.end->closed) return true;
+  why = "the stream ended: " + std::string(stream_end_name(leg.end->how)) +
+        (leg.end->reason.empty() ? "" : ": " + leg.end->reason);
+  return false;
+}
+
 std::shared_ptr<SourceRunner::Leg> SourceRunner::open_leg(int rate, int channels, uint64_t connection,
                                                           double offset_s) {
   auto leg = std::make_shared<Leg>();
@@ -368,7 +295,7 @@ std::shared_ptr<SourceRunner::Leg> SourceRunner::open_leg(int rate, int channels
   AudioStreams::Opened opened =
       streams_.open(model_, "sample_rate=" + std::to_string(rate) + "&channels=" + std::to_string(channels) +
                                 "&format=f32le",
-                    std::make_unique<SourceOutput>(shared_, leg->end, connection, offset_s, !config_.is_file()));
+                    make_source_output(shared_, leg->end, connection, offset_s, !config_.is_file()));
   if (!opened.status.ok()) {
     fail("cannot open a stream: " + opened.status.message);
     return nullptr;

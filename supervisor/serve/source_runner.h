@@ -28,6 +28,9 @@
 
 namespace corepool {
 
+class AudioDecoder;
+struct SourceShared;
+
 enum class SourceState { kConnecting, kRunning, kBackoff, kFinished, kStopped };
 const char* source_state_name(SourceState state);
 
@@ -70,14 +73,17 @@ class SourceRunner {
   // decodes far faster than real time; the stream's queue must not overflow).
   static constexpr double kMaxLagSeconds = 5;
 
-  struct Shared;  // what the runner and its streams' outputs share (source_runner.cc)
 
  private:
   enum class Outcome { kEnded, kDropped, kStopped };
 
   void run();
   Outcome connect_once();
+  std::unique_ptr<AudioDecoder> open_input(Outcome& failed);
+  Outcome pump(AudioDecoder& decoder, std::vector<float>& frames, size_t n);
+  std::string silence_reason() const;
   struct Leg;
+  bool wait_for_stream(Leg& leg, std::string& why);
   // A stream for the connection's audio from `offset_s` on; null (the error noted) when refused.
   std::shared_ptr<Leg> open_leg(int rate, int channels, uint64_t connection, double offset_s);
   void close_leg(Leg& leg, StreamEnd how, const std::string& why);  // flushes; waits for its last line
@@ -91,7 +97,7 @@ class SourceRunner {
   AudioStreams& streams_;
   const std::string model_;
   const std::function<std::shared_ptr<Generation>()> current_;
-  std::shared_ptr<Shared> shared_;
+  std::shared_ptr<SourceShared> shared_;  // source_output.h
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> deadline_ns_{0};  // steady clock: a blocking read past it is interrupted
   std::atomic<bool> timed_out_{false};   // this connection's input was interrupted at its deadline
