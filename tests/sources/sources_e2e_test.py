@@ -16,8 +16,9 @@
 - the radio server killed: /v2/sources shows radio in backoff with its
   error while loop keeps producing events; restarted on the same port,
   radio reconnects (reconnects > 0) and writes new events;
-- SIGHUP with file removed and "late" added: late runs, file is gone, and
-  loop is untouched (the same connection, its audio still growing);
+- SIGHUP with file removed, "late" added and radio's table changed: late
+  runs, file is gone, radio starts over, and loop is untouched (the same
+  connection, its audio still growing);
 - GET /v2/events (Server-Sent Events) carries the sources' events and ends
   and a WebSocket stream's, tagged with the source or the stream;
 - /metrics has the per-source families; SIGTERM flushes: each sink ends
@@ -358,10 +359,10 @@ class Sources(unittest.TestCase):
         self.assertAlmostEqual(first[0]["summary"]["duration"], 2, delta=0.2)
         self.assertEqual([e["label"] for e in self.labelled("stall", 1)], ["speech"])
 
-        # SIGHUP: file removed, late added, loop and radio untouched.
+        # SIGHUP: file removed, late added, radio changed (restarted), loop untouched.
         before = self.sources()
         self.write_config([
-            source_table("radio", "http://127.0.0.1:%d/demo.wav" % self.radio.port, self.events),
+            source_table("radio", "http://127.0.0.1:%d/demo.wav" % self.radio.port, self.events, timeout_s=2),
             source_table("loop", "http://127.0.0.1:%d/live.wav" % self.looping.port, self.events),
             source_table("late", self.wav, self.events),
             source_table("mute", "http://127.0.0.1:%d/x.wav" % self.mute.getsockname()[1], self.events, timeout_s=1)])
@@ -369,6 +370,7 @@ class Sources(unittest.TestCase):
         now = wait_for("late to appear and file to go",
                        lambda: (lambda s: s if "late" in s and "file" not in s else None)(self.sources()))
         self.assertEqual(now["loop"]["connections"], before["loop"]["connections"], "loop was restarted")
+        self.assertLess(now["radio"]["connections"], before["radio"]["connections"], "radio changed, yet kept running")
         wait_for("loop's audio to keep growing after the reload",
                  lambda: self.sources()["loop"]["audio_seconds"] > now["loop"]["audio_seconds"] + 2)
         self.assertEqual(self.sources()["loop"]["connections"], before["loop"]["connections"])
@@ -391,7 +393,7 @@ class Sources(unittest.TestCase):
         # /metrics, one TYPE line per family.
         metrics = self.get("/metrics")
         self.assertRegex(metrics, r'corepool_source_state\{source="loop",state="running"\} 1')
-        self.assertRegex(metrics, r'corepool_source_reconnects_total\{source="radio"\} [1-9]')
+        self.assertRegex(metrics, r'corepool_source_reconnects_total\{source="mute"\} [1-9]')
         self.assertRegex(metrics, r'corepool_source_audio_seconds_total\{source="loop"\} [1-9]')
         self.assertEqual(metrics.count("# TYPE corepool_source_events_total "), 1)
         self.assertRegex(metrics, r"corepool_event_subscribers 1")
