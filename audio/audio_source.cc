@@ -18,6 +18,7 @@ extern "C" {
 }
 
 #include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -98,6 +99,8 @@ int64_t seek_file(void* opaque, int64_t offset, int whence) {
   return at < 0 ? AVERROR(errno) : int64_t(at);
 }
 
+// A descriptor with an interrupt check (AudioSource::fd) is non-blocking: an
+// empty read waits in poll() for 100 ms at a time, asking the check between.
 int read_pipe(void* opaque, uint8_t* out, int size) {
   PipeCursor& p = *static_cast<PipeCursor*>(opaque);
   for (;;) {
@@ -107,6 +110,12 @@ int read_pipe(void* opaque, uint8_t* out, int size) {
       return int(n);
     }
     if (n == 0) return AVERROR_EOF;
+    if (errno == EAGAIN && p.interrupted) {
+      if (*p.interrupted && (*p.interrupted)()) return AVERROR_EXIT;
+      pollfd wait{p.fd, POLLIN, 0};
+      ::poll(&wait, 1, 100);
+      continue;
+    }
     if (errno != EINTR) return AVERROR(errno);
   }
 }
@@ -258,7 +267,13 @@ bool MediaInput::open_io(const AudioSource& source) {
   void* opaque = nullptr;
   if (source.pipe) {
     is_pipe_ = true;
-    pipe_.fd = STDIN_FILENO;
+    pipe_.fd = source.fd >= 0 ? source.fd : STDIN_FILENO;
+    if (source.fd >= 0) {
+      pipe_.owned = true;
+      interrupted_ = source.interrupted;
+      pipe_.interrupted = &interrupted_;
+      ::fcntl(source.fd, F_SETFL, ::fcntl(source.fd, F_GETFL) | O_NONBLOCK);
+    }
     opaque = &pipe_;
   } else if (source.in_memory) {
     cursor_.bytes = source.bytes;
@@ -299,6 +314,7 @@ void MediaInput::fail(OpenFailure why, const std::string& text) {
 
 MediaInput::~MediaInput() {
   if (format_) avformat_close_input(&format_);  // never closes io_ (AVFMT_FLAG_CUSTOM_IO)
+  if (pipe_.owned) ::close(pipe_.fd);
   if (io_) {
     if (io_->read_packet == read_file) ::close(fd_of(io_->opaque));
     av_freep(&io_->buffer);

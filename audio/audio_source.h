@@ -42,7 +42,11 @@ struct AudioSource {
   // playlist is a source too); the operator wrote the URL, not a client.
   bool url = false;
   int timeout_ms = 0;                 // with url: a read or connect silent this long fails (rw_timeout)
-  std::function<bool()> interrupted;  // with url: true aborts any blocking call (a stop, a deadline)
+  std::function<bool()> interrupted;  // with url or fd: true aborts any blocking call (a stop, a deadline)
+  // With pipe: read this descriptor (owned: closed with the input) instead
+  // of stdin, non-blocking, waiting in poll() while `interrupted` says no
+  // (serve's [[source]] on pipe:N, a FIFO or a device).
+  int fd = -1;
 
   static AudioSource file(const std::string& path) {
     AudioSource s;
@@ -61,6 +65,14 @@ struct AudioSource {
     s.name = name;
     s.pipe = true;
     s.raw = std::move(raw);
+    return s;
+  }
+  static AudioSource descriptor(const std::string& name, int fd, std::function<bool()> interrupted) {
+    AudioSource s;
+    s.name = name;
+    s.pipe = true;
+    s.fd = fd;
+    s.interrupted = std::move(interrupted);
     return s;
   }
   static AudioSource network(const std::string& url, int timeout_ms, std::function<bool()> interrupted) {
@@ -83,6 +95,8 @@ struct BufferCursor {
 struct PipeCursor {
   int fd = 0;
   int64_t bytes = 0;
+  bool owned = false;                          // a descriptor of ours (AudioSource::fd): closed with the input
+  const std::function<bool()>* interrupted = nullptr;  // set: fd is non-blocking, polled
 };
 
 // Why an open failed; decides the AudioErrorKind.

@@ -41,6 +41,10 @@ SourceConfig read_one(TomlReader& reader, size_t i) {
   if (std::any_of(s.url.begin(), s.url.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; })) {
     fail("url", "holds a control character");
   }
+  if (s.url.rfind("pipe:", 0) == 0 &&
+      (s.url.size() > 12 || s.url.find_first_not_of("0123456789", 5) != std::string::npos)) {
+    fail("url", "\"" + s.url + "\": pipe: takes a descriptor number (pipe:0 is standard input)");
+  }
   s.model = reader.get_string(at + ".model", "");
   if (!reader.has(at + ".events")) {
     fail("events", "required key is missing: \"jsonl:PATH\" or \"webhook:http://HOST:PORT/PATH\", or a list of them");

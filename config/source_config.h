@@ -33,7 +33,8 @@ struct SourceConfig {
   int line = 0;
   int index = 0;              // its place among the [[source]] tables: "source[INDEX]"
 
-  // A file (no "scheme://", no "pipe:"): its end is the source's end ("finished").
+  // A path (no "scheme://", no "pipe:"). A regular file's end is the
+  // source's end ("finished"); a FIFO's or a device's is a drop.
   bool is_file() const;
   // Same source: a reload leaves it running (`line` aside).
   bool same(const SourceConfig& o) const;

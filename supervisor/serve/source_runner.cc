@@ -4,7 +4,11 @@
 // called from any thread.
 #include "supervisor/serve/source_runner.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <ctime>
 
@@ -128,7 +132,7 @@ void SourceRunner::run() {
     ran_s_ = 0;
     const Outcome outcome = connect_once();
     if (outcome == Outcome::kStopped || stopping()) break;
-    if (outcome == Outcome::kEnded && config_.is_file()) {
+    if (outcome == Outcome::kEnded && regular_file_) {
       spdlog::info("source \"{}\": {} ended: finished", config_.name, config_.url);
       return set_state(SourceState::kFinished);
     }
@@ -170,7 +174,7 @@ SourceRunner::Outcome SourceRunner::connect_once() {
   if (n == 0) {
     if (stopping()) return Outcome::kStopped;
     fail(config_.url + ": no audio before the end of the stream");
-    return config_.is_file() ? Outcome::kEnded : Outcome::kDropped;
+    return regular_file_ ? Outcome::kEnded : Outcome::kDropped;
   }
   return pump(*decoder, frames, n);
 }
@@ -188,13 +192,22 @@ std::unique_ptr<AudioDecoder> SourceRunner::open_input(Outcome& failed) {
   // FFmpeg's rw_timeout is a backstop one second behind the deadline, so that
   // the interrupt (which says why) is what ends a silent read.
   const int timeout_ms = int(config_.timeout_s * 1000) + 1000;
-  auto input = std::make_unique<MediaInput>(config_.is_file() ? AudioSource::file(config_.url)
-                                                              : AudioSource::network(config_.url, timeout_ms, interrupted));
+  failed = Outcome::kDropped;
+  std::unique_ptr<MediaInput> input;
+  if (AudioSource source; local_source(interrupted, source)) {
+    input = std::make_unique<MediaInput>(source);
+  } else if (source.name.empty()) {
+    return nullptr;  // local_source() said why
+  } else {
+    input = std::make_unique<MediaInput>(AudioSource::network(config_.url, timeout_ms, interrupted));
+  }
   failed = stopping() ? Outcome::kStopped : Outcome::kDropped;
   if (!input->get()) {
     if (!stopping()) {
+      const bool nothing = input->is_pipe() && input->pipe_bytes() == 0;  // a FIFO with no writer yet
       fail(config_.url + ": cannot open: " +
            (timed_out_.load() ? "no answer within timeout_s (" + format_seconds(config_.timeout_s) + " s)"
+            : nothing         ? std::string("nothing to read (no writer, or it wrote nothing)")
                               : input->error_text()));
     }
     return nullptr;
@@ -205,6 +218,39 @@ std::unique_ptr<AudioDecoder> SourceRunner::open_input(Outcome& failed) {
     if (!stopping()) fail(e.what());
     return nullptr;
   }
+}
+
+// A regular file is read as batch reads it, and its end is the source's.
+// Anything else local (pipe:N, a FIFO, a device) is read through a
+// non-blocking descriptor of ours, polled, so that a silent writer cannot
+// block a stop; its end is a drop. False with `source` filled: not local (a
+// URL for FFmpeg's protocols); false with `source.name` empty: it failed.
+bool SourceRunner::local_source(const std::function<bool()>& interrupted, AudioSource& source) {
+  regular_file_ = false;
+  source.name = config_.url;
+  int fd = -1;
+  if (config_.url.rfind("pipe:", 0) == 0) {
+    const std::string number = config_.url.substr(5);
+    fd = ::fcntl(number.empty() ? 0 : std::stoi(number), F_DUPFD_CLOEXEC, 3);  // config: digits only
+  } else if (config_.is_file()) {
+    struct stat st {};
+    if (::stat(config_.url.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+      fd = ::open(config_.url.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // a FIFO opens at once, writer or not
+    } else {
+      regular_file_ = true;
+      source = AudioSource::file(config_.url);
+      return true;
+    }
+  } else {
+    return false;
+  }
+  if (fd < 0) {
+    if (!stopping()) fail(config_.url + ": cannot open: " + std::strerror(errno));
+    source.name.clear();
+    return false;
+  }
+  source = AudioSource::descriptor(config_.url, fd, interrupted);
+  return true;
 }
 
 std::string SourceRunner::silence_reason() const {
@@ -260,7 +306,7 @@ SourceRunner::Outcome SourceRunner::pump(AudioDecoder& decoder, std::vector<floa
     }
     if (n == 0) {
       if (stopping()) outcome = Outcome::kStopped;
-      else if (decoder.ended_damaged() || !config_.is_file()) outcome = Outcome::kDropped;
+      else if (decoder.ended_damaged() || !regular_file_) outcome = Outcome::kDropped;
       if (decoder.ended_damaged()) why = decoder.end_reason();
       if (timed_out_.load()) why = silence_reason();
       break;
@@ -295,7 +341,7 @@ std::shared_ptr<SourceRunner::Leg> SourceRunner::open_leg(int rate, int channels
   AudioStreams::Opened opened =
       streams_.open(model_, "sample_rate=" + std::to_string(rate) + "&channels=" + std::to_string(channels) +
                                 "&format=f32le",
-                    make_source_output(shared_, leg->end, connection, offset_s, !config_.is_file()));
+                    make_source_output(shared_, leg->end, connection, offset_s, !regular_file_));
   if (!opened.status.ok()) {
     fail("cannot open a stream: " + opened.status.message);
     return nullptr;

@@ -29,6 +29,7 @@
 namespace corepool {
 
 class AudioDecoder;
+struct AudioSource;
 struct SourceShared;
 
 enum class SourceState { kConnecting, kRunning, kBackoff, kFinished, kStopped };
@@ -82,6 +83,7 @@ class SourceRunner {
   std::unique_ptr<AudioDecoder> open_input(Outcome& failed);
   Outcome pump(AudioDecoder& decoder, std::vector<float>& frames, size_t n);
   std::string silence_reason() const;
+  bool local_source(const std::function<bool()>& interrupted, AudioSource& source);
   struct Leg;
   bool wait_for_stream(Leg& leg, std::string& why);
   // A stream for the connection's audio from `offset_s` on; null (the error noted) when refused.
@@ -101,6 +103,7 @@ class SourceRunner {
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> deadline_ns_{0};  // steady clock: a blocking read past it is interrupted
   std::atomic<bool> timed_out_{false};   // this connection's input was interrupted at its deadline
+  bool regular_file_ = false;            // the runner thread: this connection reads a regular file
   double ran_s_ = 0;                     // the runner thread: how long the last connection ran (had audio)
   std::thread thread_;
 };

@@ -3,6 +3,7 @@
 
 - "mute" connects to a server that accepts and never answers: its open
   times out (timeout_s), it backs off and retries, and stalls nobody;
+  "fifo" reads a FIFO nobody writes: it retries and never blocks a stop;
   "stall" gets 2 s of audio, then its server hangs with the connection
   open: after timeout_s its events are flushed and it reconnects;
 - "radio" pulls the 28 s demo from a local HTTP server (this file in
@@ -244,6 +245,8 @@ class Sources(unittest.TestCase):
         self.looping = AudioServer(self.wav, free_port(), speed=4, loop=True)
         self.stalling = AudioServer(self.wav, free_port(), speed=4, stall_after=2)
         self.webhook = WebhookReceiver()
+        self.fifo = os.path.join(d, "fifo")
+        os.mkfifo(self.fifo)
         self.mute = socket.socket()  # listens, never accepts: connects succeed, no answer ever comes
         self.mute.bind(("127.0.0.1", 0))
         self.mute.listen(64)
@@ -253,7 +256,8 @@ class Sources(unittest.TestCase):
             source_table("loop", "http://127.0.0.1:%d/live.wav" % self.looping.port, self.events),
             source_table("file", self.wav, self.events, self.webhook.url),
             source_table("mute", "http://127.0.0.1:%d/x.wav" % self.mute.getsockname()[1], self.events, timeout_s=1),
-            source_table("stall", "http://127.0.0.1:%d/x.wav" % self.stalling.port, self.events, timeout_s=1)])
+            source_table("stall", "http://127.0.0.1:%d/x.wav" % self.stalling.port, self.events, timeout_s=1),
+            source_table("fifo", self.fifo, self.events, timeout_s=1)])
         self.log_path = os.path.join(d, "serve.log")
         self.log = open(self.log_path, "w")
         self.serve = subprocess.Popen([ARGS.corepool, "--log-level", "info", "--config", self.config, "serve",
@@ -351,6 +355,9 @@ class Sources(unittest.TestCase):
         self.assertIn(mute["state"], ("connecting", "backoff"), mute)
         self.assertEqual(mute["events"], 0, mute)
         self.assertIn("no answer within timeout_s (1 s)", mute["last_error"])
+        fifo = self.sources()["fifo"]
+        self.assertIn("nothing to read", fifo["last_error"], fifo)
+        self.assertGreaterEqual(fifo["reconnects"], 1, fifo)
         stall = wait_for("stall to time out mid-stream and reconnect",
                          lambda: (lambda s: s if s["reconnects"] >= 1 and s["last_error"] else None)(self.sources()["stall"]))
         self.assertIn("no audio for timeout_s (1 s)", stall["last_error"])
@@ -365,6 +372,7 @@ class Sources(unittest.TestCase):
             source_table("radio", "http://127.0.0.1:%d/demo.wav" % self.radio.port, self.events, timeout_s=2),
             source_table("loop", "http://127.0.0.1:%d/live.wav" % self.looping.port, self.events),
             source_table("late", self.wav, self.events),
+            source_table("fifo", self.fifo, self.events, timeout_s=1),
             source_table("mute", "http://127.0.0.1:%d/x.wav" % self.mute.getsockname()[1], self.events, timeout_s=1)])
         self.serve.send_signal(signal.SIGHUP)
         now = wait_for("late to appear and file to go",

@@ -104,6 +104,13 @@ TEST_F(SourceConfigTest, ASinkThatIsNeitherJsonlNorWebhookIsRefused) {
   EXPECT_THAT(error_for("[[source]]\nname = \"r\"\nurl = \"x.wav\"\nevents = []\n"), HasSubstr("the list is empty"));
 }
 
+TEST_F(SourceConfigTest, PipeTakesADescriptorNumber) {
+  EXPECT_EQ(load_config(write("[[source]]\nname = \"p\"\nurl = \"pipe:3\"\nevents = \"jsonl:a\"\n")).sources[0].url,
+            "pipe:3");
+  EXPECT_THAT(error_for("[[source]]\nname = \"p\"\nurl = \"pipe:x\"\nevents = \"jsonl:a\"\n"),
+              HasSubstr("corepool.toml:3: source[0].url: source \"p\": \"pipe:x\": pipe: takes a descriptor number"));
+}
+
 TEST_F(SourceConfigTest, AWebhookSinkIsAnHttpUrl) {
   const Config c = load_config(
       write("[[source]]\nname = \"r\"\nurl = \"x.wav\"\nevents = [\"jsonl:a.jsonl\", \"webhook:http://127.0.0.1:9/e\"]\n"));
