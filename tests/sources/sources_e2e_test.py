@@ -25,7 +25,8 @@
 - /metrics has the per-source families; SIGTERM flushes: each sink ends
   with its connection's summary, and the event stream is closed;
 - a source naming a model serve does not serve stops the start with the
-  file, the line, the source and the key (exit 2).
+  file, the line, the source and the key (exit 2), and fails a reload
+  (every source keeps running).
 
 Usage: sources_e2e_test.py --corepool BIN --gen-audio BIN --model DIR [unittest args]
        sources_e2e_test.py --serve-wav WAV --port N --speed X [--loop]   (the helper server)
@@ -406,6 +407,17 @@ class Sources(unittest.TestCase):
         self.assertEqual(metrics.count("# TYPE corepool_source_events_total "), 1)
         self.assertRegex(metrics, r"corepool_event_subscribers 1")
         self.assertRegex(metrics, r"corepool_events_published_total [1-9]")
+
+        # A reload whose new source names another model fails; every source keeps running.
+        before = self.sources()
+        with open(self.config, "a") as f:
+            f.write(source_table("other", self.wav, self.events).replace("[[source]]\n", '[[source]]\nmodel = "x"\n'))
+        self.serve.send_signal(signal.SIGHUP)
+        wait_for("the reload to fail", lambda: re.search(r"corepool_reloads_failed_total 1", self.get("/metrics")))
+        self.assertIn('source[5].model: source "other": "x" is not served', self.serve_log())
+        after = self.sources()
+        self.assertEqual(sorted(after), sorted(before))
+        self.assertEqual(after["loop"]["connections"], before["loop"]["connections"])
 
         # SIGTERM: each running source flushes; its last line is its summary.
         loop_connection = self.sources()["loop"]["connections"]
