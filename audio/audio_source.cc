@@ -18,6 +18,7 @@ extern "C" {
 }
 
 #include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -98,6 +99,8 @@ int64_t seek_file(void* opaque, int64_t offset, int whence) {
   return at < 0 ? AVERROR(errno) : int64_t(at);
 }
 
+// A descriptor with an interrupt check (AudioSource::fd) is non-blocking: an
+// empty read waits in poll() for 100 ms at a time, asking the check between.
 int read_pipe(void* opaque, uint8_t* out, int size) {
   PipeCursor& p = *static_cast<PipeCursor*>(opaque);
   for (;;) {
@@ -107,6 +110,12 @@ int read_pipe(void* opaque, uint8_t* out, int size) {
       return int(n);
     }
     if (n == 0) return AVERROR_EOF;
+    if (errno == EAGAIN && p.interrupted) {
+      if (*p.interrupted && (*p.interrupted)()) return AVERROR_EXIT;
+      pollfd wait{p.fd, POLLIN, 0};
+      ::poll(&wait, 1, 100);
+      continue;
+    }
     if (errno != EINTR) return AVERROR(errno);
   }
 }
@@ -193,6 +202,10 @@ const AVInputFormat* MediaInput::probe(const AudioSource& source, AVDictionary**
 MediaInput::MediaInput(const AudioSource& source) {
   install_ffmpeg_log();
   take_ffmpeg_message();
+  if (source.url) {
+    open_url(source);
+    return;
+  }
   if (!open_io(source)) return;
   AVDictionary* options = nullptr;
   const AVInputFormat* format = probe(source, &options);
@@ -218,11 +231,49 @@ MediaInput::MediaInput(const AudioSource& source) {
   else if (rc < 0) fail(OpenFailure::kDamaged, ffmpeg_error_text(rc));
 }
 
+int MediaInput::check_interrupt(void* opaque) {
+  const auto& interrupted = static_cast<MediaInput*>(opaque)->interrupted_;
+  return interrupted && interrupted() ? 1 : 0;
+}
+
+// FFmpeg's protocols over the URL. rw_timeout bounds every read and connect
+// of the protocols that honour it (tcp, http, rtmp, ...); the interrupt
+// callback covers the rest and a stop: no call blocks past either.
+void MediaInput::open_url(const AudioSource& source) {
+  static std::once_flag network;
+  std::call_once(network, [] { avformat_network_init(); });
+  interrupted_ = source.interrupted;
+  format_ = avformat_alloc_context();
+  if (!format_) return fail(OpenFailure::kIo, "out of memory");
+  format_->interrupt_callback.callback = check_interrupt;
+  format_->interrupt_callback.opaque = this;
+  AVDictionary* options = nullptr;
+  if (source.timeout_ms > 0) {
+    av_dict_set_int(&options, "rw_timeout", int64_t(source.timeout_ms) * 1000, 0);
+    if (source.name.rfind("rtsp", 0) == 0) av_dict_set_int(&options, "timeout", int64_t(source.timeout_ms) * 1000, 0);
+  }
+  int rc = avformat_open_input(&format_, source.name.c_str(), nullptr, &options);  // frees format_ on failure
+  av_dict_free(&options);
+  if (rc >= 0) rc = avformat_find_stream_info(format_, nullptr);
+  if (rc < 0) {
+    if (interrupted_ && interrupted_()) return fail(OpenFailure::kIo, "interrupted (stopped or timed out)");
+    return fail(rc == AVERROR_INVALIDDATA ? OpenFailure::kUnrecognised : OpenFailure::kIo, ffmpeg_error_text(rc));
+  }
+  container_ = format_->iformat && format_->iformat->long_name ? format_->iformat->long_name : "";
+  probe_score_ = 100;
+}
+
 bool MediaInput::open_io(const AudioSource& source) {
   void* opaque = nullptr;
   if (source.pipe) {
     is_pipe_ = true;
-    pipe_.fd = STDIN_FILENO;
+    pipe_.fd = source.fd >= 0 ? source.fd : STDIN_FILENO;
+    if (source.fd >= 0) {
+      pipe_.owned = true;
+      interrupted_ = source.interrupted;
+      pipe_.interrupted = &interrupted_;
+      ::fcntl(source.fd, F_SETFL, ::fcntl(source.fd, F_GETFL) | O_NONBLOCK);
+    }
     opaque = &pipe_;
   } else if (source.in_memory) {
     cursor_.bytes = source.bytes;
@@ -263,6 +314,7 @@ void MediaInput::fail(OpenFailure why, const std::string& text) {
 
 MediaInput::~MediaInput() {
   if (format_) avformat_close_input(&format_);  // never closes io_ (AVFMT_FLAG_CUSTOM_IO)
+  if (pipe_.owned) ::close(pipe_.fd);
   if (io_) {
     if (io_->read_packet == read_file) ::close(fd_of(io_->opaque));
     av_freep(&io_->buffer);

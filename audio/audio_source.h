@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -36,13 +37,51 @@ struct AudioSource {
   std::string_view bytes;  // not owned
   bool pipe = false;       // true: read fd 0 front to back; nothing may seek, peek or reopen it
   RawPcm raw;              // with pipe: headerless PCM of this shape
+  // A URL FFmpeg's own protocols open (serve's [[source]]: http(s), rtsp,
+  // tcp, ...): `name` is the URL. Nested opens are allowed then (an HLS
+  // playlist is a source too); the operator wrote the URL, not a client.
+  bool url = false;
+  int timeout_ms = 0;                 // with url: a read or connect silent this long fails (rw_timeout)
+  std::function<bool()> interrupted;  // with url or fd: true aborts any blocking call (a stop, a deadline)
+  // With pipe: read this descriptor (owned: closed with the input) instead
+  // of stdin, non-blocking, waiting in poll() while `interrupted` says no
+  // (serve's [[source]] on pipe:N, a FIFO or a device).
+  int fd = -1;
 
-  static AudioSource file(const std::string& path) { return {path, false, {}, false, {}}; }
+  static AudioSource file(const std::string& path) {
+    AudioSource s;
+    s.name = path;
+    return s;
+  }
   static AudioSource memory(const std::string& name, std::string_view bytes) {
-    return {name, true, bytes, false, {}};
+    AudioSource s;
+    s.name = name;
+    s.in_memory = true;
+    s.bytes = bytes;
+    return s;
   }
   static AudioSource standard_input(const std::string& name, RawPcm raw = {}) {
-    return {name, false, {}, true, std::move(raw)};
+    AudioSource s;
+    s.name = name;
+    s.pipe = true;
+    s.raw = std::move(raw);
+    return s;
+  }
+  static AudioSource descriptor(const std::string& name, int fd, std::function<bool()> interrupted) {
+    AudioSource s;
+    s.name = name;
+    s.pipe = true;
+    s.fd = fd;
+    s.interrupted = std::move(interrupted);
+    return s;
+  }
+  static AudioSource network(const std::string& url, int timeout_ms, std::function<bool()> interrupted) {
+    AudioSource s;
+    s.name = url;
+    s.url = true;
+    s.timeout_ms = timeout_ms;
+    s.interrupted = std::move(interrupted);
+    return s;
   }
 };
 
@@ -56,6 +95,8 @@ struct BufferCursor {
 struct PipeCursor {
   int fd = 0;
   int64_t bytes = 0;
+  bool owned = false;                          // a descriptor of ours (AudioSource::fd): closed with the input
+  const std::function<bool()>* interrupted = nullptr;  // set: fd is non-blocking, polled
 };
 
 // Why an open failed; decides the AudioErrorKind.
@@ -94,6 +135,8 @@ class MediaInput {
 
  private:
   bool open_io(const AudioSource& source);
+  void open_url(const AudioSource& source);
+  static int check_interrupt(void* opaque);
   const AVInputFormat* probe(const AudioSource& source, AVDictionary** options);
   void fail(OpenFailure why, const std::string& text);
 
@@ -106,6 +149,7 @@ class MediaInput {
   std::string error_text_;
   std::string container_;
   int probe_score_ = 0;
+  std::function<bool()> interrupted_;  // url inputs: FFmpeg's interrupt callback asks it
 };
 
 // FFmpeg logs to stderr by default; corepool keeps one message per thread

@@ -123,6 +123,7 @@ Config load_config(const std::string& path) {
   TomlReader reader(path);
   Config config;
   for (const ConfigKey& key : config_keys()) read_key(reader, key, config);
+  config.sources = read_sources(reader);
   reader.check_no_unknown_keys();
   return config;
 }

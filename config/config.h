@@ -6,8 +6,10 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "config/config_error.h"
+#include "config/source_config.h"
 
 namespace corepool {
 
@@ -60,6 +62,8 @@ struct Config {
   int stream_idle_s = 10;                 // a stream with no audio this long is flushed and closed
   // [log]
   std::string log_level = "info";  // trace | debug | info | warn | error | off
+  // [[source]] tables: audio serve pulls itself (config/source_config.h)
+  std::vector<SourceConfig> sources;
 };
 
 // "127.0.0.1:8080" / "[::1]:8080" -> host and port. Throws ConfigError naming

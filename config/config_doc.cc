@@ -3,6 +3,7 @@
 // row and the defaults from Config{}, so neither reference can drift.
 #include "config/config_doc.h"
 
+#include <utility>
 #include <vector>
 
 #include "config/config_keys.h"
@@ -30,6 +31,26 @@ const char* const kReloadRestart =
     "a SIGHUP reload logs a WARN and keeps the running value until the next restart; a repository "
     "load's `parameters.config` refuses the change.";
 const char* const kReloadRefused = "the reload fails; the running generation keeps serving.";
+
+// [[source]] tables (config/source_config.h): not rows of the key table (a
+// file holds any number of them), so described here, for both references.
+const char* const kSourceIntro =
+    "Audio `corepool serve` pulls itself: one `[[source]]` table per file, pipe, HTTP / Icecast or RTSP stream "
+    "(none by default). Each one's events go to its sinks as they close; a dropped source reconnects after a "
+    "back-off; a reload starts the new tables, stops the removed ones, restarts the changed ones and leaves the "
+    "others running. docs/api.md (Sources the service pulls itself) says the rest.";
+const std::pair<const char*, const char*> kSourceKeys[] = {
+    {"name", "string, required: 1 to 64 of A-Z a-z 0-9 _ -, unique; names the source in events, /v2/sources and "
+             "/metrics"},
+    {"url", "string, required: a file path, or any URL FFmpeg opens (http, https, rtsp, tcp, pipe:N, ...)"},
+    {"model", "string, default the served model: serve serves one model; another name stops the start (or the reload)"},
+    {"events", "string or array of strings, required: \"jsonl:PATH\" (one line per event, a file per UTC day: "
+               "PATH's stem gets -YYYY-MM-DD) or \"webhook:http://HOST:PORT/PATH\" (each event POSTed as JSON)"},
+    {"backoff_s", "number, default 1 (0.01..3600): the first wait before a reconnect, doubling each failure"},
+    {"backoff_max_s", "number, default 60 (0.01..86400): the longest wait; back to backoff_s after a connection "
+                      "that ran this long (at most 30 s)"},
+    {"timeout_s", "number, default 10 (0.1..3600): an open or a read silent this long drops the connection"},
+};
 
 std::string cell(const std::string& text) {
   std::string out;
@@ -81,6 +102,8 @@ std::string config_reference_markdown() {
             (key.flag ? code(key.flag) : "") + " | " + cell(key.doc) + " |\n";
     }
   }
+  md += "\n## [[source]]\n\n" + std::string(kSourceIntro) + "\n\n";
+  for (const auto& [key, text] : kSourceKeys) md += "- " + code(key) + ": " + text + "\n";
   return md;
 }
 
@@ -102,6 +125,8 @@ std::string config_reference_roff(const std::string& version) {
              ".\n.br\n" + roff(key.doc) + ".\n";
     }
   }
+  man += ".SS [[source]]\n" + roff(kSourceIntro) + "\n";
+  for (const auto& [key, text] : kSourceKeys) man += ".TP\n.B " + std::string(key) + "\n" + roff(text) + ".\n";
   man += ".SH RELOAD\nSIGHUP, or a repository load (POST /v2/repository/models/NAME/load), re-reads the file.\n";
   man += ".TP\n.B yes\n" + roff(kReloadYes) + "\n";
   man += ".TP\n.B warns\\-until\\-restart\n" + roff(kReloadRestart) + "\n";

@@ -71,6 +71,19 @@ const char* type_phrase(toml::node_type type) {
 
 int line_of(const toml::node& node) { return static_cast<int>(node.source().begin.line); }
 
+// One step of a dotted path: "name" in a table, or "name[3]", an element of
+// an array of tables.
+const toml::node* step(const toml::table& table, const std::string& part) {
+  const size_t open = part.find('[');
+  if (open == std::string::npos || part.back() != ']') return table.get(part);
+  const toml::node* node = table.get(part.substr(0, open));
+  const toml::array* array = node ? node->as_array() : nullptr;
+  if (!array) return nullptr;
+  const std::string index = part.substr(open + 1, part.size() - open - 2);
+  if (index.empty() || index.find_first_not_of("0123456789") != std::string::npos) return nullptr;
+  return array->get(std::stoul(index));
+}
+
 std::string range_text(double min, double max, TomlReader::Bound lower) {
   const bool exclusive = lower == TomlReader::Bound::kExclusive;
   if (std::isinf(max)) {
@@ -139,7 +152,7 @@ const toml::node* TomlReader::find(const std::string& key) {
   const toml::table* table = &root_;
   std::string walked;
   for (size_t i = 0; i < parts.size(); ++i) {
-    const toml::node* node = table->get(parts[i]);
+    const toml::node* node = step(*table, parts[i]);
     if (!node || i + 1 == parts.size()) return node;
     walked += (i ? "." : "") + parts[i];
     if (!node->is_table()) fail_type(walked, *node, "a table");
@@ -154,7 +167,7 @@ const toml::node* TomlReader::find_or_parent(const std::string& key) const {
   const toml::node* found = nullptr;
   const toml::table* table = &root_;
   for (const std::string& part : split_path(key)) {
-    const toml::node* node = table ? table->get(part) : nullptr;
+    const toml::node* node = table ? step(*table, part) : nullptr;
     if (!node) break;
     found = node;
     table = node->as_table();
@@ -309,6 +322,29 @@ std::vector<TomlReader::NumberEntry> TomlReader::get_number_table(const std::str
   return entries;
 }
 
+size_t TomlReader::table_array(const std::string& key) {
+  const toml::node* node = find(key);
+  if (!node) return 0;
+  const auto* array = node->as_array();
+  if (!array || !(array->empty() || array->is_array_of_tables())) {
+    const std::string expected = "an array of tables ([[" + key + "]])";
+    fail_type(key, *node, expected.c_str());
+  }
+  known_tables_.insert(node);
+  for (const toml::node& element : *array) known_tables_.insert(&element);
+  return array->size();
+}
+
+bool TomlReader::is_string(const std::string& key) {
+  const toml::node* node = find(key);
+  return node && node->is_string();
+}
+
+int TomlReader::line(const std::string& key) const {
+  const toml::node* node = find_or_parent(key);
+  return node ? line_of(*node) : 0;
+}
+
 bool TomlReader::has(const std::string& key) { return find(key) != nullptr; }
 
 void TomlReader::require(const std::string& key) {
@@ -322,6 +358,11 @@ void TomlReader::collect_unknown(const toml::table& table, const std::string& pr
     if (used_.count(&node)) continue;
     if (node.is_table() && known_tables_.count(&node)) {
       collect_unknown(*node.as_table(), path, out);
+    } else if (node.is_array() && known_tables_.count(&node)) {  // [[name]]: each element's keys
+      const toml::array& array = *node.as_array();
+      for (size_t i = 0; i < array.size(); ++i) {
+        collect_unknown(*array.get(i)->as_table(), path + "[" + std::to_string(i) + "]", out);
+      }
     } else {
       out.emplace_back(line_of(node), path);
     }

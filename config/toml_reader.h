@@ -57,7 +57,16 @@ class TomlReader {
   // each value must be a number in [min, max].
   std::vector<NumberEntry> get_number_table(const std::string& key, double min, double max);
 
+  // An array of tables ([[source]]): how many (0 if absent). Its elements'
+  // keys are then read as "source[0].name"; unread ones are unknown keys.
+  size_t table_array(const std::string& key);
+  bool is_string(const std::string& key);
+  // The line of `key` (or of its nearest present parent), 0 if none: for
+  // errors found after reading, e.g. a duplicate name.
+  int line(const std::string& key) const;
+
   bool has(const std::string& key);
+  const std::string& file() const { return file_; }
   // Throws "required key is missing" unless `key` is present.
   void require(const std::string& key);
 

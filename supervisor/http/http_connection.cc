@@ -231,7 +231,10 @@ void Connection::dispatch() {
 }
 
 void Connection::deliver(std::uint64_t seq, HttpResponse&& response) {
-  if (state_ != ConnState::kHandling || seq != seq_) return;  // closed, or not its request
+  if (state_ != ConnState::kHandling || seq != seq_) {  // closed, or not its request
+    if (response.upgrade) response.upgrade->on_gone("the connection closed before its answer");
+    return;
+  }
   if (response.status == 101 && response.upgrade) {
     auto handler = std::move(response.upgrade);
     client_gone_ = nullptr;
@@ -239,7 +242,14 @@ void Connection::deliver(std::uint64_t seq, HttpResponse&& response) {
     write(serialize_response(response, WireOptions{true, false, false}), WriteKind::kInterim);
     return become_websocket(std::move(handler));
   }
-  response.upgrade.reset();  // only a 101 upgrades
+  if (response.status == 200 && response.upgrade && response.event_stream) {
+    auto handler = std::move(response.upgrade);
+    client_gone_ = nullptr;
+    owner_.stats_board().response(200);
+    write(serialize_response(response, WireOptions{false, http10_, false, true}), WriteKind::kInterim);
+    return become_event_stream(std::move(handler));
+  }
+  response.upgrade.reset();  // only a 101 (or an event stream) upgrades
   respond(std::move(response), !keep_alive_ || asks_to_close(response));
 }
 
@@ -310,6 +320,11 @@ void Connection::on_timer() {
     case ConnState::kHandling: return;
     case ConnState::kClosed: return;
     case ConnState::kUpgraded:
+      if (event_stream_) {  // an event stream is quiet by nature: a keep-alive, never a close
+        arm_timer(owner_.options().ws_idle_timeout_ms);
+        if (ws_handler_) ws_handler_->on_idle();
+        return;
+      }
       if (ws_idle_told_ || !ws_handler_) return close();  // told once, and still nothing: give up
       ws_idle_told_ = true;
       arm_timer(owner_.options().ws_idle_timeout_ms);  // its time to flush and close

@@ -61,7 +61,7 @@ class Connection {
   void start();                            // after uv_accept: serve
   void reject(int status, std::string_view message);  // after uv_accept: answer once, close
   void deliver(std::uint64_t seq, HttpResponse&& response);  // a Responder's answer
-  void deliver_ws(WsOut&& out);            // a WsSender's frame (ignored unless upgraded)
+  void deliver_ws(WsOut&& out);            // a WsSender's frame or bytes (ignored unless upgraded)
   void begin_drain();                      // the server stops: finish the current exchange
   // Called (once) if the client leaves while the current request is being
   // handled; returns whether the handler was watching (then the connection
@@ -94,6 +94,7 @@ class Connection {
   bool tell_client_gone();  // true when the handler was watching
   // WebSocket (http_connection_ws.cc).
   void become_websocket(std::shared_ptr<WsHandler> handler);
+  void become_event_stream(std::shared_ptr<WsHandler> handler);
   void pump_websocket();
   void on_ws_event(ws::WsEvent&& event);
   void fail_websocket(std::uint16_t code, const std::string& reason);
@@ -124,6 +125,7 @@ class Connection {
   bool head_ = false;
   // WebSocket, once upgraded:
   std::shared_ptr<WsHandler> ws_handler_;  // null before the upgrade and after on_gone()
+  bool event_stream_ = false;      // upgraded to an event stream (HttpResponse::event_stream), not a WebSocket
   std::optional<ws::FrameReader> ws_reader_;
   bool ws_close_sent_ = false;     // no frame may follow our close frame
   bool ws_idle_told_ = false;      // on_idle() called; the next idle timeout closes

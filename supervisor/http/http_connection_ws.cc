@@ -20,7 +20,18 @@ void Connection::become_websocket(std::shared_ptr<WsHandler> handler) {
   if (!inbuf_.empty()) pump_websocket();  // frames the client sent right behind its request
 }
 
+// An event stream: our bytes out, the client's ignored (it only listens).
+void Connection::become_event_stream(std::shared_ptr<WsHandler> handler) {
+  state_ = ConnState::kUpgraded;
+  event_stream_ = true;
+  ws_handler_ = std::move(handler);
+  inbuf_.clear();
+  arm_timer(owner_.options().ws_idle_timeout_ms);
+  update_reading();
+}
+
 void Connection::pump_websocket() {
+  if (event_stream_) return inbuf_.clear();
   std::vector<ws::WsEvent> events;
   const std::string bytes = std::move(inbuf_);
   inbuf_.clear();
@@ -66,6 +77,7 @@ void Connection::deliver_ws(WsOut&& out) {
   if (state_ != ConnState::kUpgraded || ws_close_sent_) return;
   if (out.close) {
     ws_close_sent_ = true;
+    if (out.frame.empty()) return linger();  // an event stream's end: what is queued goes out first
     return write(std::move(out.frame), WriteKind::kWsClose);
   }
   // A client that stops reading: its frames stay in libuv's queue; bounded here.

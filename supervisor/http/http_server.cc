@@ -321,7 +321,11 @@ void HttpServer::Impl::on_wake() {
   auto [deliveries, stop] = mailbox_->take();
   for (auto& d : deliveries) {
     auto it = connections_.find(d.connection_id);
-    if (it == connections_.end()) continue;
+    if (it == connections_.end()) {
+      // A handler that never got its connection still hears that it is gone.
+      if (!d.ws && d.response.upgrade) d.response.upgrade->on_gone("the connection closed before its answer");
+      continue;
+    }
     if (d.ws) it->second->deliver_ws(std::move(*d.ws));
     else it->second->deliver(d.request_seq, std::move(d.response));
   }

@@ -36,6 +36,12 @@ struct HttpResponse {
   // With status 101: the connection becomes a WebSocket once this answer is
   // written, and `upgrade` gets what the client sends (websocket_session.h).
   std::shared_ptr<WsHandler> upgrade;
+  // With status 200 and `upgrade` set: an event stream (Server-Sent Events).
+  // The headers go out without a Content-Length, then the body is whatever
+  // the handler's WsSender sends (raw()) until it ends it (end()) or the
+  // client leaves; what the client sends is ignored; ws_idle_timeout_ms
+  // calls on_idle() each time it passes (a keep-alive), never closing.
+  bool event_stream = false;
 };
 
 struct HttpServerOptions {

@@ -52,7 +52,7 @@ std::string serialize_response(const HttpResponse& response, const WireOptions& 
   }
   // RFC 9110 8.6: a 1xx or 204 answer has no body and must not announce one.
   const bool bodiless = response.status < 200 || response.status == 204;
-  if (!bodiless) append_field(out, "Content-Length", std::to_string(response.body.size()));
+  if (!bodiless && !wire.open_body) append_field(out, "Content-Length", std::to_string(response.body.size()));
   if (response.status == 101) append_field(out, "Connection", "Upgrade");  // RFC 9110 15.2.2: switching protocols
   else if (!wire.keep_alive) append_field(out, "Connection", "close");
   else if (wire.http10) append_field(out, "Connection", "keep-alive");

@@ -14,6 +14,7 @@ struct WireOptions {
   bool keep_alive = true;  // false adds "Connection: close"
   bool http10 = false;     // an HTTP/1.0 keep-alive must be confirmed explicitly
   bool head = false;       // HEAD: headers only, Content-Length of the would-be body
+  bool open_body = false;  // no Content-Length: the body runs until the connection closes (an event stream)
 };
 
 std::string serialize_response(const HttpResponse& response, const WireOptions& wire);

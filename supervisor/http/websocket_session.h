@@ -46,6 +46,10 @@ class WsSender {
   void text(std::string text) const;
   // A close frame with `code` and `reason`, then the connection closes; later sends are dropped.
   void close(std::uint16_t code, std::string reason) const;
+  // An event stream's (HttpResponse::event_stream): bytes as they are, with
+  // the same backlog bound as text(); end() closes once they are written.
+  void raw(std::string bytes) const;
+  void end() const;
 
  private:
   std::shared_ptr<http::Mailbox> mailbox_;

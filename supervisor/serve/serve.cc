@@ -81,6 +81,16 @@ ExitCode ServeProcess::start() {
   audio_ = std::make_unique<AudioTagger>(config_.audio_threads, static_cast<size_t>(config_.max_audio_requests));
   streams_ = std::make_unique<StreamRegistry>(config_.max_streams, config_.stream_idle_s, *service_,
                                               [this] { return current(); });
+  streams_->set_tap([this](std::unique_ptr<StreamOutput> out, const std::string& model) {
+    return events_.tap(std::move(out), model);
+  });
+  sources_ = std::make_unique<SourceSet>(*service_, [this] { return current(); }, &events_);
+  try {
+    SourceSet::check_models(config_.sources, current_->model().config.name);
+  } catch (const ConfigError& e) {
+    spdlog::error("{}", e.what());
+    return ExitCode::kUsage;
+  }
   routes_ = std::make_unique<ServeRoutes>(*service_, *this, metrics_, *audio_, *doors_, *streams_,
                                           config_.retry_after_s, config_.stream_idle_s);
   http_ = std::make_unique<HttpServer>(http_options(inherited));
@@ -91,6 +101,7 @@ ExitCode ServeProcess::start() {
     return ExitCode::kCannotListen;
   }
   if (const ExitCode rc = start_grpc(inherited); rc != ExitCode::kOk) return rc;
+  sources_->apply(config_.sources, current_->model().config.name);
   std::string where;
   if (!inherited.empty()) where = std::to_string(inherited.size()) + " socket(s) from systemd";
   else if (http_->port() > 0) where = "http://" + parse_host_port(config_.listen, "serve.listen").host + ":" + std::to_string(http_->port());
@@ -180,6 +191,7 @@ triton::Status ServeProcess::reload(const char* why, const std::string& engine_t
     check_reloadable(config_, next);
     spdlog::set_level(spdlog::level::from_str(next.log_level));
     auto model = load_model(next.model_dir);
+    SourceSet::check_models(next.sources, model->config.name);
     auto gen = std::make_shared<Generation>(generations_ + 1, next, std::move(model), service_->statistics());
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -189,6 +201,7 @@ triton::Status ServeProcess::reload(const char* why, const std::string& engine_t
     ++generations_;
     config_ = next;
     service_->loaded();
+    sources_->apply(config_.sources, current()->model().config.name);
     spdlog::info("reload done in {} ms: generation {} serves model \"{}\" from {}",
                  std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count(), generations_,
                  current()->model().config.name, next.model_dir);
@@ -260,6 +273,7 @@ void ServeProcess::shutdown() {
   }
   // HTTP's drain tells each stream to flush and close (1001); then their threads are joined.
   if (http_) http_->stop(std::chrono::seconds(config_.drain_timeout_s));
+  if (sources_) sources_->stop();  // each source flushes its open events to its sinks
   if (streams_) streams_->stop();
   if (audio_) audio_->stop();
   run_pending_loads(true);

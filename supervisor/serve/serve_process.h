@@ -17,9 +17,11 @@
 #include "config/config.h"
 #include "supervisor/grpc/grpc_server.h"
 #include "supervisor/http/http_server.h"
+#include "supervisor/serve/event_hub.h"
 #include "supervisor/serve/serve.h"
 #include "supervisor/serve/serve_audio.h"
 #include "supervisor/serve/serve_routes.h"
+#include "supervisor/serve/source_set.h"
 #include "supervisor/systemd/listen_fds.h"
 #include "supervisor/systemd/notifier.h"
 #include "supervisor/triton/doors.h"
@@ -44,6 +46,8 @@ class ServeProcess final : public ServeContext, public ServeHost {
     return current_;
   }
   ServeSnapshot snapshot() override;
+  std::string sources_json() override { return sources_ ? sources_->list_json() : R"({"sources":[]})"; }
+  std::shared_ptr<WsHandler> subscribe_events(WsSender sender) override { return events_.subscribe(std::move(sender)); }
   void request_reload(std::string engine_toml, std::function<void(triton::Status)> done) override;
   // What every wire (HTTP routes, gRPC) adapts; exists from start() to shutdown().
   triton::Service& service() { return *service_; }
@@ -72,6 +76,7 @@ class ServeProcess final : public ServeContext, public ServeHost {
   Config config_;  // main thread: the config of the current generation
   Notifier notifier_;
   ServeMetrics metrics_;
+  EventHub events_;  // GET /v2/events; before the streams, sources and HTTP server that hold it
   std::mutex mu_;
   std::shared_ptr<Generation> current_;
   // Under mu_ (the main thread adds and removes; snapshot() reads): replaced
@@ -85,6 +90,7 @@ class ServeProcess final : public ServeContext, public ServeHost {
   std::unique_ptr<ServeService> service_;
   std::unique_ptr<AudioTagger> audio_;
   std::unique_ptr<StreamRegistry> streams_;
+  std::unique_ptr<SourceSet> sources_;  // the [[source]]s; stopped before the streams and the generations
   std::unique_ptr<ServeRoutes> routes_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<GrpcServer> grpc_;  // null when serve.grpc_listen is "" (or no "grpc" socket from systemd)

@@ -65,6 +65,10 @@ ServeSnapshot ServeProcess::snapshot() {
   s.refused_forbidden = doors_ ? doors_->refused_forbidden() : 0;
   s.lame_duck = service_ && service_->lame_duck();
   if (streams_) streams_->fill(s);
+  if (sources_) sources_->fill(s);
+  s.event_subscribers = events_.subscribers();
+  s.events_published = events_.published();
+  s.events_dropped = events_.dropped();
   s.memory.emplace_back("supervisor", read_process_memory(::getpid()));
   for (size_t i = 0; i < s.executor.pids.size(); ++i) {
     if (s.executor.pids[i] > 0) s.memory.emplace_back("worker-" + std::to_string(i), read_process_memory(s.executor.pids[i]));

@@ -63,6 +63,8 @@ std::string endpoint_of(const std::string& path) {
   if (path == "/v1/audio:tag") return "audio_tag";
   if (is_stream_path(path)) return "audio_stream";
   if (path == "/metrics") return "metrics";
+  if (path == "/v2/sources") return "sources";
+  if (path == "/v2/events") return "events";
   if (path == "/v2/models/stats") return "model_stats";
   if (path == "/v2/repository/index") return "repository_index";
   if (auto r = oip::parse_repository_path(path)) return "repository_" + r->action;
@@ -154,6 +156,12 @@ void ServeRoutes::handle(HttpRequest&& request, Responder responder) {
     return reply.json(ready ? 200 : 503, ready ? R"({"ready":true})" : R"({"ready":false})");
   }
   if (endpoint == "audio_stream") return audio_stream(request, reply, path);
+  if (endpoint == "events") return events(reply, request.method);
+  if (endpoint == "sources") {  // the URLs may hold credentials: behind the doors, as model control
+    if (!get) return method_not_allowed(reply, "GET");
+    if (!through_door(request, reply)) return;
+    return reply.json(200, context_.sources_json());
+  }
   if (endpoint == "audio_tag") return request.method == "POST" ? audio_tag(request, reply) : method_not_allowed(reply, "POST");
   if (endpoint == "model_stats" && path == "/v2/models/stats") {
     if (!get) return method_not_allowed(reply, "GET");
@@ -163,6 +171,22 @@ void ServeRoutes::handle(HttpRequest&& request, Responder responder) {
   if (endpoint.rfind("repository_", 0) == 0) return repository(request, reply, path);
   if (endpoint.rfind("shm_", 0) == 0) return shared_memory(request, reply, path);
   model_endpoint(request, reply, path);
+}
+
+// Server-Sent Events: the connection stays open, each stream's and source's
+// event a message ("event: event" / "event: end", data one JSON line). A
+// comment line first, so that a client knows it is subscribed.
+void ServeRoutes::events(const Reply& reply, const std::string& method) {
+  if (method != "GET") return method_not_allowed(reply, "GET");
+  std::shared_ptr<WsHandler> handler = context_.subscribe_events(reply.websocket());
+  if (!handler) return reply.error(503, "too many /v2/events subscribers; retry later", retry_after_s_);
+  HttpResponse r;
+  r.content_type = "text/event-stream";
+  r.headers = {{"Cache-Control", "no-cache"}};
+  r.body = ": subscribed\n\n";
+  r.event_stream = true;
+  r.upgrade = std::move(handler);
+  reply.send(std::move(r));
 }
 
 void ServeRoutes::model_endpoint(HttpRequest& request, const Reply& reply, const std::string& path) {

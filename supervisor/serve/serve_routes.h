@@ -24,6 +24,9 @@ class ServeContext {
  public:
   virtual std::shared_ptr<Generation> current() = 0;  // the generation new requests go to
   virtual ServeSnapshot snapshot() = 0;               // everything /metrics shows but the request counts
+  virtual std::string sources_json() = 0;             // GET /v2/sources: the [[source]]s and their state
+  // GET /v2/events: a subscriber's handler over its connection's sender, null when too many are open.
+  virtual std::shared_ptr<WsHandler> subscribe_events(WsSender sender) = 0;
 
  protected:
   ~ServeContext() = default;
@@ -42,6 +45,7 @@ class ServeRoutes {
   void repository(HttpRequest& request, const Reply& reply, const std::string& path);
   void shared_memory(HttpRequest& request, const Reply& reply, const std::string& path);
   void audio_tag(HttpRequest& request, const Reply& reply);
+  void events(const Reply& reply, const std::string& method);  // GET /v2/events (Server-Sent Events)
   // GET /v2/models/NAME/audio/stream: the WebSocket upgrade (serve_stream_route.cc).
   void audio_stream(HttpRequest& request, const Reply& reply, const std::string& path);
   // A Status that is not kOk, as {"error": ...} with its HTTP code.

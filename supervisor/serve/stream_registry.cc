@@ -44,6 +44,7 @@ AudioStreams::Opened StreamRegistry::open(const std::string& model, std::string_
                                                            std::to_string(max_streams_) + ") are open; retry later"};
     return opened;
   }
+  if (tap_) output = tap_(std::move(output), model);
   std::shared_ptr<StreamSessionBase> session;
   try {
     session = make_session(std::move(gen), *query.spec, std::move(output));

@@ -33,6 +33,10 @@ class StreamRegistry final : public AudioStreams {
   ~StreamRegistry() { stop(); }
 
   Opened open(const std::string& model, std::string_view pcm_query, std::unique_ptr<StreamOutput> output) override;
+  // Wraps every stream's output as it opens (GET /v2/events: EventHub::tap). Set before the first open().
+  void set_tap(std::function<std::unique_ptr<StreamOutput>(std::unique_ptr<StreamOutput>, const std::string& model)> tap) {
+    tap_ = std::move(tap);
+  }
   // A stream that ended, by how (stream_end_name), for /metrics.
   void count_closed(const std::string& how);
   // A stream gives its slot back: called once, before its last response goes
@@ -60,6 +64,7 @@ class StreamRegistry final : public AudioStreams {
   const int idle_s_;
   triton::Service& service_;
   const std::function<std::shared_ptr<Generation>()> current_;
+  std::function<std::unique_ptr<StreamOutput>(std::unique_ptr<StreamOutput>, const std::string&)> tap_;
   std::mutex mu_;
   bool stopped_ = false;  // under mu_
   int reserved_ = 0;  // under mu_: slots taken, by sessions not yet released included

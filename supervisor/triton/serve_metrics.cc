@@ -139,6 +139,40 @@ void render_streams(std::string& out, const ServeSnapshot& s) {
   decision.sample("", double(d.count), "_count");
 }
 
+// The [[source]]s (a bounded set: the config's tables), one family at a time;
+// then GET /v2/events' subscribers.
+void render_sources(std::string& out, const ServeSnapshot& s) {
+  Family(out, "corepool_event_subscribers", "gauge", "GET /v2/events (Server-Sent Events) connections open.")
+      .sample("", double(s.event_subscribers));
+  Family(out, "corepool_events_published_total", "counter", "Stream and source events and ends published to /v2/events.")
+      .sample("", double(s.events_published));
+  Family(out, "corepool_events_dropped_total", "counter",
+         "Messages a /v2/events subscriber lost because it did not read them.")
+      .sample("", double(s.events_dropped));
+  if (s.sources.empty()) return;
+  Family state(out, "corepool_source_state", "gauge",
+               "1 for the state each [[source]] is in (connecting, running, backoff, finished, stopped).");
+  for (const SourceStat& src : s.sources) {
+    for (const char* name : {"connecting", "running", "backoff", "finished", "stopped"}) {
+      state.sample(label("source", src.name) + "," + label("state", name), src.state == name ? 1 : 0);
+    }
+  }
+  const auto per_source = [&](const char* name, const char* type, const char* help, auto value) {
+    Family family(out, name, type, help);
+    for (const SourceStat& src : s.sources) family.sample(label("source", src.name), value(src));
+  };
+  per_source("corepool_source_audio_seconds_total", "counter", "Audio each source decoded since start (seconds).",
+             [](const SourceStat& src) { return src.audio_seconds; });
+  per_source("corepool_source_events_total", "counter", "Events each source wrote to its sinks.",
+             [](const SourceStat& src) { return double(src.events); });
+  per_source("corepool_source_reconnects_total", "counter", "Connection attempts after a drop or a failed attempt.",
+             [](const SourceStat& src) { return double(src.reconnects); });
+  per_source("corepool_source_sink_failures_total", "counter", "Event lines a source's sinks could not write.",
+             [](const SourceStat& src) { return double(src.sink_failures); });
+  per_source("corepool_source_lag_seconds", "gauge", "Audio each source decoded whose events are not decided yet.",
+             [](const SourceStat& src) { return src.lag_seconds; });
+}
+
 void render_executor(std::string& out, const ServeSnapshot& s) {
   const ExecutorStats& e = s.executor;
   Family(out, "corepool_info", "gauge", "Constant 1; the labels say what is being served.")
@@ -266,6 +300,7 @@ std::string ServeMetrics::render(const ServeSnapshot& snapshot) const {
   render_http(out, snapshot.http);
   render_doors(out, snapshot);
   render_streams(out, snapshot);
+  render_sources(out, snapshot);
   render_executor(out, snapshot);
   render_memory(out, snapshot);
   return out;

@@ -81,6 +81,17 @@ struct StreamTotals {
   uint64_t dropped = 0;
 };
 
+// One [[source]] serve pulls itself (supervisor/serve/source_runner.h).
+struct SourceStat {
+  std::string name;
+  std::string state;          // connecting | running | backoff | finished | stopped
+  double audio_seconds = 0;   // decoded since start, every connection
+  uint64_t events = 0;        // events written
+  uint64_t reconnects = 0;    // attempts after a drop or a failed attempt
+  double lag_seconds = 0;     // audio whose events are not decided yet
+  uint64_t sink_failures = 0; // event lines a sink could not write
+};
+
 struct ServeSnapshot {
   HttpStats http;
   ExecutorStats executor;
@@ -104,6 +115,10 @@ struct ServeSnapshot {
   std::vector<std::pair<std::string, uint64_t>> streams_closed;  // by how they ended
   HistogramCounts stream_decisions{std::vector<double>(kDecisionBuckets.begin(), kDecisionBuckets.end()),
                                    std::vector<uint64_t>(kDecisionBuckets.size() + 1, 0)};  // a segment's / chunk's last sample in -> its result back
+  std::vector<SourceStat> sources;       // the [[source]]s, in config order
+  size_t event_subscribers = 0;          // GET /v2/events connections open
+  uint64_t events_published = 0;         // messages published to them (each once, whatever the subscribers)
+  uint64_t events_dropped = 0;           // messages a subscriber that did not read lost
   std::vector<std::pair<std::string, ProcessMemory>> memory;  // "supervisor", "worker-0", ...
   std::vector<std::pair<std::string, uint64_t>> allocator;    // jemalloc stats, bytes
 };
