@@ -325,6 +325,11 @@ void Connection::on_timer() {
         if (ws_handler_) ws_handler_->on_idle();
         return;
       }
+      // The client is done and the server still owes it the rest: wait, however long.
+      if (ws_handler_ && !ws_close_sent_ && ws_handler_->finishing()) {
+        arm_timer(owner_.options().ws_idle_timeout_ms);
+        return;
+      }
       if (ws_idle_told_ || !ws_handler_) return close();  // told once, and still nothing: give up
       ws_idle_told_ = true;
       arm_timer(owner_.options().ws_idle_timeout_ms);  // its time to flush and close

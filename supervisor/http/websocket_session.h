@@ -27,6 +27,12 @@ class WsHandler {
   virtual void on_client_close(std::uint16_t code) = 0;
   // No data message for HttpServerOptions::ws_idle_timeout_ms.
   virtual void on_idle() = 0;
+  // True once the client has ended its side and the handler still owes it
+  // the rest (an audio stream tagging its last audio, then its summary and
+  // close frame): the connection's idle timer then waits instead of closing,
+  // however long the server takes. A client that stops reading is still
+  // bounded by the backlog (on_dropped).
+  virtual bool finishing() const { return false; }
   // The server stops: finish soon and close (1001).
   virtual void on_server_stop() = 0;
   // An outgoing frame was dropped: the client does not read and the frames

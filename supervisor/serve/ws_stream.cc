@@ -38,6 +38,7 @@ void WsStreamOutput::close(StreamEnd how, const std::string& reason, std::string
 void WsStreamHandler::on_text(std::string&& text) {
   const nlohmann::json message = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (message.is_object() && message.size() == 1 && message.contains("end") && message["end"] == true) {
+    ended_.store(true);
     return stream_->end(StreamEnd::kEnd, "end of stream");
   }
   stream_->end(StreamEnd::kBadMessage, "text messages: only {\"end\": true}; send audio as binary messages");

@@ -12,7 +12,9 @@ with Debian's python3-websockets, on loopback against the real binary:
   serve.max_streams is refused 503 before the upgrade; a bad query is 400;
 - bad frames (unmasked, unknown opcode, oversized) close 1002 / 1009, PCM that
   is not whole frames closes 1007, stray text closes 1003, each with a reason;
-- /metrics counts audio seconds and streams.
+- /metrics counts audio seconds and streams;
+- a stream whose last audio takes longer than two idle timeouts to tag
+  (process mode, its workers stopped) still gets its summary and close 1000.
 
 Usage: stream_e2e_test.py --corepool BIN --gen-audio BIN --model DIR [unittest args]
 """
@@ -51,14 +53,15 @@ def free_port():
 class Server:
     """One `corepool serve` on a free port with the given [serve] lines."""
 
-    def __init__(self, workdir, serve_lines):
+    def __init__(self, workdir, serve_lines, mode="thread"):
         config = os.path.join(workdir, "serve-%d.toml" % free_port())
         with open(config, "w") as f:
             f.write("[engine]\nworkers = 2\n[serve]\n" + serve_lines + "\n")
         self.log_path = config + ".log"
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen([ARGS.corepool, "--log-level", "info", "--config", config, "serve",
-                                      "--listen", "127.0.0.1:0", "--grpc-listen", "", "--model", ARGS.model],
+                                      "--mode", mode, "--listen", "127.0.0.1:0", "--grpc-listen", "",
+                                      "--model", ARGS.model],
                                      stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -364,6 +367,45 @@ class Limits(unittest.TestCase):
         _, code = asyncio.run(two())
         self.assertEqual(code, 1000)
         self.assertRegex(self.server.metrics(), r"corepool_streams_refused_total [1-9]")
+
+
+class SlowFlush(unittest.TestCase):
+    """A stream whose last audio takes the server longer than two idle
+    timeouts to tag (both workers stopped meanwhile) still gets its summary
+    and close 1000: after the client's end, the connection's idle timer waits
+    for the server instead of closing the socket (which, before, left the
+    client with no summary and no close frame)."""
+
+    def test_the_end_of_a_stream_waits_for_a_slow_server_past_the_idle_timeout(self):
+        workdir = tempfile.TemporaryDirectory()
+        self.addCleanup(workdir.cleanup)
+        server = Server(workdir.name, "stream_idle_s = 1", mode="process")
+        wav = os.path.join(workdir.name, "demo.wav")
+        subprocess.run([ARGS.gen_audio, "--demo", "--out", wav], check=True, stdout=subprocess.DEVNULL)
+        _, pcm = read_wav(wav)
+        workers = [int(p) for p in subprocess.check_output(["pgrep", "-P", str(server.proc.pid)]).split()]
+        self.assertEqual(len(workers), 2, workers)
+
+        async def slow_end():
+            async with websockets.connect(server.url(), max_size=2 ** 20) as ws:
+                for pid in workers:
+                    os.kill(pid, signal.SIGSTOP)
+                try:
+                    await ws.send(pcm[:16000 * 2 * 4])  # 4 s: eight segments wait for a worker
+                    await ws.send(json.dumps({"end": True}))
+                    await asyncio.sleep(3.5)  # past two idle timeouts of 1 s
+                finally:
+                    for pid in workers:
+                        os.kill(pid, signal.SIGCONT)
+                messages = [json.loads(m) async for m in ws]
+                return messages, ws.close_code
+
+        messages, code = asyncio.run(slow_end())
+        server.stop()
+        self.assertEqual(code, 1000, messages)
+        self.assertIn("summary", messages[-1], messages)
+        self.assertEqual(messages[-1]["summary"]["end"], "end")
+        self.assertEqual(messages[-1]["summary"]["segments"], 7, messages[-1])
 
 
 class ZShutdown(unittest.TestCase):
