@@ -414,11 +414,22 @@ std::pair<std::string, double> model_facts(const std::string& dir) {
   return {name, segment};
 }
 
+// A quantile in the histogram's +Inf bucket is only known to be past its
+// last bound: printed as "> 10000" ms rather than as the bound itself.
+std::string quantile_text(double ms) {
+  const double top_ms = corepool::kDecisionBuckets.back() * 1e3;
+  char text[32];
+  if (ms >= top_ms) std::snprintf(text, sizeof text, "> %.0f", top_ms);
+  else std::snprintf(text, sizeof text, "%.1f", ms);
+  return text;
+}
+
 void print_run(const Run& r) {
-  std::printf("  K=%-5d %-9s p50 %7.1f ms  p99 %7.1f ms  (%llu decisions, mean batch %.1f)  lag %.2f -> %.2f s  "
+  std::printf("  K=%-5d %-9s p50 %7s ms  p99 %7s ms  (%llu decisions, mean batch %.1f)  lag %.2f -> %.2f s  "
               "client cpu %.1f s%s%s\n",
-              r.k, r.sustained ? "sustained" : "NOT", r.p50_ms, r.p99_ms, static_cast<unsigned long long>(r.decisions),
-              r.mean_batch, r.lag_mid, r.lag_end, r.client_cpu_s, r.why.empty() ? "" : "  ", r.why.c_str());
+              r.k, r.sustained ? "sustained" : "NOT", quantile_text(r.p50_ms).c_str(), quantile_text(r.p99_ms).c_str(),
+              static_cast<unsigned long long>(r.decisions), r.mean_batch, r.lag_mid, r.lag_end, r.client_cpu_s,
+              r.why.empty() ? "" : "  ", r.why.c_str());
   std::fflush(stdout);
 }
 
