@@ -380,6 +380,7 @@ class SlowFlush(unittest.TestCase):
         workdir = tempfile.TemporaryDirectory()
         self.addCleanup(workdir.cleanup)
         server = Server(workdir.name, "stream_idle_s = 1", mode="process")
+        self.addCleanup(server.stop)  # also when the stream fails: no server left behind
         wav = os.path.join(workdir.name, "demo.wav")
         subprocess.run([ARGS.gen_audio, "--demo", "--out", wav], check=True, stdout=subprocess.DEVNULL)
         _, pcm = read_wav(wav)
@@ -401,7 +402,6 @@ class SlowFlush(unittest.TestCase):
                 return messages, ws.close_code
 
         messages, code = asyncio.run(slow_end())
-        server.stop()
         self.assertEqual(code, 1000, messages)
         self.assertIn("summary", messages[-1], messages)
         self.assertEqual(messages[-1]["summary"]["end"], "end")
