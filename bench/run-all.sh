@@ -50,6 +50,13 @@ total_started=$SECONDS
 run throughput "$COREPOOL" --log-level warn bench --model "$CNN10" \
   --modes plain,thread,ceiling-threads,process,ceiling-processes --worker-counts 2 --intra-ops 1 \
   --allocators jemalloc --repeats 11 --audio-seconds 300 --out "$OUT/throughput"
+# Issue 37's level modes: thread and process mode on 10 minutes of CNN10
+# audio, 2 workers, 7 repeats taken in turn (and in reverse order every other
+# repeat), so each repeat pairs the two modes seconds apart. The verdict prints
+# process / thread and thread / process against >= 0.97, the ratio of medians
+# and the median of the pairs. About 2 min.
+run modes-ten-minutes "$COREPOOL" --log-level warn bench --model "$CNN10" --modes thread,process \
+  --worker-counts 2 --intra-ops 1 --allocators jemalloc --repeats 7 --audio-seconds 600 --out "$OUT/modes"
 # bf16 against `plain` in a run of its own, 2 workers: where bf16 is emulated
 # (no AVX512_BF16) one repeat of 120 s would take minutes.
 run bf16-throughput "$COREPOOL" --log-level warn bench --model "$CNN10" --modes plain,bf16 --worker-counts 2 \

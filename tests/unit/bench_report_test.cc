@@ -108,6 +108,9 @@ TEST(BenchReportTest, VerdictPrintsEveryDefaultKindAgainstPlainAndProcessModeAga
                               "(target >= 2.8)"));
   EXPECT_TRUE(has_line(lines, "process mode reaches 0.80 of the bare thread ceiling at 2 worker(s)"));
   EXPECT_TRUE(has_line(lines, "the process ceiling is 0.80x the thread ceiling at 2 worker(s)"));
+  // Both ways against the same target: 2.0 s against 2.5 s of processing.
+  EXPECT_TRUE(has_line(lines, "at 2 worker(s) process mode gives 0.80x the throughput of thread mode (target >= 0.97)"));
+  EXPECT_TRUE(has_line(lines, "at 2 worker(s) thread mode gives 1.25x the throughput of process mode (target >= 0.97)"));
 }
 
 TEST(BenchReportTest, CeilingRatiosArePairedRepeatByRepeat) {
