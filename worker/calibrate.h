@@ -2,8 +2,8 @@
 // times the (optimized) forward() at 1, 2, 4, 8 and 16 items, in turn, round
 // after round, until the choice has held for several rounds (or a budget is
 // spent), and keeps the lowest median cost per item; a batch within 3 % of the
-// best counts as a tie and the smaller one wins (less latency for the same
-// throughput; why 3 %: calibrate.cc). Called once per executor factory, before
+// best, or not told apart from it by the rounds' spread, counts as a tie and
+// the smaller one wins (less latency for the same throughput; why: calibrate.cc). Called once per executor factory, before
 // any worker forks (one thread, as a worker); its result is kept in the plan
 // cache (plan_cache.h) so that later starts skip it.
 #pragma once
@@ -23,6 +23,7 @@ struct BatchCost {
   int batch = 1;
   double ms_per_item = 0;  // the median over the rounds
   double spread = 0;       // half the interquartile range, as a fraction of the median
+  double error = 0;        // the median's standard error, ms (0 when unknown: a cached plan, a test)
 };
 
 // The rounds alone: every size's median cost, how many rounds ran, whether
@@ -66,7 +67,9 @@ Calibration calibrate_batch(const std::shared_ptr<const LoadedModel>& model, int
 // Else it ends when the next round would not fit the budget.
 BatchTimings interleaved_medians(int limit, double budget_seconds, const std::function<double(int)>& time_forward);
 
-// The tie rule alone, for tests: the smallest batch within 3 % of the lowest cost.
+// The tie rule alone, for tests: the smallest batch within 3 % of the lowest
+// cost, or not told apart from it by two standard errors of the difference of
+// their medians (a larger batch must be shown to be better, not just measured so).
 int pick_batch(const std::vector<BatchCost>& costs);
 
 }  // namespace corepool

@@ -351,6 +351,17 @@ TEST(CalibrateTest, TheLowestCostWinsAndAWithin3PercentTieGoesToTheSmallerBatch)
   EXPECT_EQ(pick_batch({}), 1);
 }
 
+// 16 measured 5 % cheaper per item than 8 (5.7 against 6.0 ms): past the tie
+// margin, but a larger batch must also be told apart by its medians' standard
+// errors. Gap 0.3 ms; two standard errors of it: 2 x hypot(0.1, 0.1) = 0.28
+// (apart: 16), 2 x hypot(0.15, 0.15) = 0.42 (not: 8).
+TEST(CalibrateTest, ALargerBatchWinsOnlyWhenItsMedianIsToldApartFromTheSmallers) {
+  EXPECT_EQ(pick_batch({{8, 6.0, 0.01, 0.1}, {16, 5.7, 0.01, 0.1}}), 16);
+  EXPECT_EQ(pick_batch({{8, 6.0, 0.02, 0.15}, {16, 5.7, 0.02, 0.15}}), 8);
+  // A smaller batch far behind stays behind however noisy: 4 at 9 ms.
+  EXPECT_EQ(pick_batch({{4, 9.0, 0.02, 0.15}, {8, 6.0, 0.02, 0.15}, {16, 5.7, 0.02, 0.15}}), 8);
+}
+
 // A burst of host noise over batch 4's first calls: timed one size after the
 // other, every call of batch 4 would have fallen in it. Taken in turn, the
 // burst hits one or two calls of each size and the medians find the true
