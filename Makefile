@@ -64,8 +64,10 @@ bench-quick: deps build
 	$(BUILD)/supervisor/corepool --log-level warn bench --quick --model $(CNN10) --out $(BUILD)/bench-quick
 
 # Silero VAD (build/models/silero-vad, when ../shared has the .jit) through
-# `corepool batch` beside a Python baseline (bench/silero-bench.sh; needs python3-torch).
+# `corepool batch` beside a Python baseline (bench/silero-bench.sh), which needs
+# Debian's python3-torch: installed here, not by `make deps` (no test needs it).
 bench-silero: build
+	EXTRA_PACKAGES=python3-torch bash scripts/install-deps.sh
 	bash bench/silero-bench.sh $(BUILD)
 
 # Shared vs naive weights and respawn latency with a ~330 MB generated model.

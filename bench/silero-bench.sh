@@ -5,7 +5,7 @@
 # in one run on this machine. Prints figures; passes or fails on nothing.
 # The audio is the demo (espeak-ng speech, music, noise, silence) repeated.
 #   [ROUNDS=N] [BASELINE=DIR] bash bench/silero-bench.sh [BUILD]   # needs build/models/silero-vad/model.pt, ffmpeg and
-#                                                  # Debian's python3-torch (not in install-deps.sh: bench only)
+#                                                  # Debian's python3-torch (`make bench-silero` installs it)
 set -euo pipefail
 BUILD=${1:-build}
 MODEL=$BUILD/models/silero-vad

@@ -21,6 +21,10 @@ PACKAGES=(
   clang libclang-rt-14-dev
   dpkg-dev fakeroot lintian debootstrap systemd-container help2man
 )
+# What one benchmark alone needs (`make bench-silero`: python3-torch), never
+# `make test`: EXTRA_PACKAGES="a b" adds them to this run's list.
+read -r -a extra <<<"${EXTRA_PACKAGES:-}"
+PACKAGES+=("${extra[@]}")
 
 missing=()
 for p in "${PACKAGES[@]}"; do
