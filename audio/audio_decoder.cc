@@ -14,7 +14,9 @@ extern "C" {
 }
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <utility>
 
 #include "audio/audio_error.h"
@@ -26,6 +28,9 @@ namespace {
 constexpr int64_t kMaxGapChunk = 4096;
 // A jump further than this is a broken timestamp, not lost audio: not filled.
 constexpr double kMaxGapSeconds = 600;
+// A capture device with nothing yet is asked again this often: a small part
+// of one ALSA period (1024 frames at 48 kHz are 21 ms).
+constexpr auto kDeviceWait = std::chrono::milliseconds(5);
 
 std::string fixed(double v, int digits) {
   char text[64];
@@ -175,6 +180,13 @@ bool AudioDecoder::feed() {
   if (draining_) return false;
   for (;;) {
     const int rc = av_read_frame(input_->get(), packet_);
+    if (rc == AVERROR(EAGAIN) && input_->is_device()) {
+      // Nothing captured yet (the device is non-blocking): a stop or the
+      // source's deadline ends the wait, else look again in a moment.
+      if (input_->interrupted()) return false;
+      std::this_thread::sleep_for(kDeviceWait);
+      continue;
+    }
     if (rc < 0) {
       const bool io = !in_memory_ && rc == AVERROR(EIO);
       if (io) throw AudioError(name_, "read error (" + ffmpeg_error_text(rc) + ")", AudioErrorKind::kIo);

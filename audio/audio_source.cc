@@ -10,6 +10,7 @@
 #include "audio/audio_source.h"
 
 extern "C" {
+#include <libavdevice/avdevice.h>
 #include <libavformat/avformat.h>
 #include <libavutil/dict.h>
 #include <libavutil/error.h>
@@ -206,6 +207,10 @@ MediaInput::MediaInput(const AudioSource& source) {
     open_url(source);
     return;
   }
+  if (!source.device_input.empty()) {
+    open_device(source);
+    return;
+  }
   if (!open_io(source)) return;
   AVDictionary* options = nullptr;
   const AVInputFormat* format = probe(source, &options);
@@ -260,6 +265,37 @@ void MediaInput::open_url(const AudioSource& source) {
     return fail(rc == AVERROR_INVALIDDATA ? OpenFailure::kUnrecognised : OpenFailure::kIo, ffmpeg_error_text(rc));
   }
   container_ = format_->iformat && format_->iformat->long_name ? format_->iformat->long_name : "";
+  probe_score_ = 100;
+}
+
+// A capture device through libavdevice, opened non-blocking
+// (AVFMT_FLAG_NONBLOCK: ALSA's SND_PCM_NONBLOCK), so that a device that
+// stops delivering never holds a read: av_read_frame answers EAGAIN and
+// the decoder asks interrupted() before it tries again. Its stream is
+// described by the open itself (PCM at the rate and channels asked for),
+// so there is no probing read.
+void MediaInput::open_device(const AudioSource& source) {
+  static std::once_flag devices;
+  std::call_once(devices, [] { avdevice_register_all(); });
+  is_device_ = true;
+  interrupted_ = source.interrupted;
+  const AVInputFormat* input = av_find_input_format(source.device_input.c_str());
+  if (!input) return fail(OpenFailure::kIo, "this FFmpeg has no " + source.device_input + " input (libavdevice)");
+  format_ = avformat_alloc_context();
+  if (!format_) return fail(OpenFailure::kIo, "out of memory");
+  format_->interrupt_callback.callback = check_interrupt;
+  format_->interrupt_callback.opaque = this;
+  format_->flags |= AVFMT_FLAG_NONBLOCK;
+  AVDictionary* options = nullptr;
+  av_dict_set_int(&options, "sample_rate", source.device_rate, 0);
+  av_dict_set_int(&options, "channels", source.device_channels, 0);
+  const int rc = avformat_open_input(&format_, source.name.c_str(), input, &options);  // frees format_ on failure
+  av_dict_free(&options);
+  if (rc < 0) {
+    const std::string logged = take_ffmpeg_message();  // ALSA's reason: "cannot open audio device x (No such ...)"
+    return fail(OpenFailure::kIo, logged.empty() ? ffmpeg_error_text(rc) : logged);
+  }
+  container_ = input->long_name ? input->long_name : input->name;
   probe_score_ = 100;
 }
 

@@ -1,5 +1,6 @@
 // Where encoded audio comes from: a file on disk (batch), a buffer in memory
-// (serve: a request body) or standard input (`corepool batch -`). MediaInput is
+// (serve: a request body), standard input (`corepool batch -`), a URL or a
+// capture device (serve's [[source]]s). MediaInput is
 // FFmpeg's demuxer (libavformat) opened on any of them through an AVIOContext of
 // ours, so that validation and decoding after the open are one code path. Used by
 // audio_validation and AudioDecoder. A buffer must outlive every MediaInput on it.
@@ -47,6 +48,12 @@ struct AudioSource {
   // of stdin, non-blocking, waiting in poll() while `interrupted` says no
   // (serve's [[source]] on pipe:N, a FIFO or a device).
   int fd = -1;
+  // A capture device of FFmpeg's libavdevice (serve's [[source]] on
+  // alsa:DEVICE): `name` is the device, read without blocking; `interrupted`
+  // is asked while it has nothing (a stop, a deadline).
+  std::string device_input;  // the input format: "alsa"; empty: not a device
+  int device_rate = 0;
+  int device_channels = 0;
 
   static AudioSource file(const std::string& path) {
     AudioSource s;
@@ -80,6 +87,16 @@ struct AudioSource {
     s.name = url;
     s.url = true;
     s.timeout_ms = timeout_ms;
+    s.interrupted = std::move(interrupted);
+    return s;
+  }
+  static AudioSource capture(const std::string& input, const std::string& device, int rate, int channels,
+                             std::function<bool()> interrupted) {
+    AudioSource s;
+    s.name = device;
+    s.device_input = input;
+    s.device_rate = rate;
+    s.device_channels = channels;
     s.interrupted = std::move(interrupted);
     return s;
   }
@@ -125,6 +142,10 @@ class MediaInput {
   // probe means stdin was empty.
   int64_t pipe_bytes() const { return pipe_.bytes; }
   bool is_pipe() const { return is_pipe_; }
+  // A capture device (AudioSource::capture): its reads return EAGAIN while
+  // it has nothing yet, and interrupted() says when to stop waiting.
+  bool is_device() const { return is_device_; }
+  bool interrupted() const { return interrupted_ && interrupted_(); }
   // The container's name, e.g. "QuickTime / MOV", once probed ("" before).
   const std::string& container() const { return container_; }
   // The probe was a guess (random bytes can look a little like MPEG audio):
@@ -136,6 +157,7 @@ class MediaInput {
  private:
   bool open_io(const AudioSource& source);
   void open_url(const AudioSource& source);
+  void open_device(const AudioSource& source);
   static int check_interrupt(void* opaque);
   const AVInputFormat* probe(const AudioSource& source, AVDictionary** options);
   void fail(OpenFailure why, const std::string& text);
@@ -143,13 +165,14 @@ class MediaInput {
   BufferCursor cursor_;
   PipeCursor pipe_;
   bool is_pipe_ = false;
+  bool is_device_ = false;
   AVIOContext* io_ = nullptr;  // ours (a buffer or a file); avformat never closes it
   AVFormatContext* format_ = nullptr;
   OpenFailure failure_ = OpenFailure::kNone;
   std::string error_text_;
   std::string container_;
   int probe_score_ = 0;
-  std::function<bool()> interrupted_;  // url inputs: FFmpeg's interrupt callback asks it
+  std::function<bool()> interrupted_;  // url and device inputs: FFmpeg's interrupt callback asks it
 };
 
 // FFmpeg logs to stderr by default; corepool keeps one message per thread

@@ -60,6 +60,7 @@ struct Config {
   int lame_duck_s = 0;                    // SIGTERM: readiness 503 while still serving this long, then drain
   int max_streams = 16;                   // WebSocket audio streams open at once; one more is answered 503
   int stream_idle_s = 10;                 // a stream with no audio this long is flushed and closed
+  int grpc_stream_backlog = 4096;         // ModelStreamInfer responses waiting for a client; more events are dropped
   // [log]
   std::string log_level = "info";  // trace | debug | info | warn | error | off
   // [[source]] tables: audio serve pulls itself (config/source_config.h)

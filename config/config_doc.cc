@@ -35,14 +35,16 @@ const char* const kReloadRefused = "the reload fails; the running generation kee
 // [[source]] tables (config/source_config.h): not rows of the key table (a
 // file holds any number of them), so described here, for both references.
 const char* const kSourceIntro =
-    "Audio `corepool serve` pulls itself: one `[[source]]` table per file, pipe, HTTP / Icecast or RTSP stream "
+    "Audio `corepool serve` pulls itself: one `[[source]]` table per file, pipe, HTTP / Icecast or RTSP stream, or ALSA capture device "
     "(none by default). Each one's events go to its sinks as they close; a dropped source reconnects after a "
     "back-off; a reload starts the new tables, stops the removed ones, restarts the changed ones and leaves the "
     "others running. docs/api.md (Sources the service pulls itself) says the rest.";
 const std::pair<const char*, const char*> kSourceKeys[] = {
     {"name", "string, required: 1 to 64 of A-Z a-z 0-9 _ -, unique; names the source in events, /v2/sources and "
              "/metrics"},
-    {"url", "string, required: a file path, or any URL FFmpeg opens (http, https, rtsp, tcp, pipe:N, ...)"},
+    {"url", "string, required: a file path, any URL FFmpeg opens (http, https, rtsp, tcp, pipe:N, ...), or an ALSA "
+            "capture device as alsa:DEVICE[?sample_rate=R&channels=C] (alsa:default, alsa:hw:1,0; FFmpeg's defaults "
+            "48000 Hz, 2 channels)"},
     {"model", "string, default the served model: serve serves one model; another name stops the start (or the reload)"},
     {"events", "string or array of strings, required: \"jsonl:PATH\" (one line per event, a file per UTC day: "
                "PATH's stem gets -YYYY-MM-DD) or \"webhook:http://HOST:PORT/PATH\" (each event POSTed as JSON)"},

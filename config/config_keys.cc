@@ -157,6 +157,9 @@ std::vector<ConfigKey> make_keys() {
       integer("serve.stream_idle_s", &Config::stream_idle_s, 1, 86400, R::kRestart, none,
               "a stream that sends no audio for this many seconds is flushed (its events and summary sent) and "
               "closed"),
+      integer("serve.grpc_stream_backlog", &Config::grpc_stream_backlog, 1, 1000000, R::kRestart, none,
+              "ModelStreamInfer responses waiting on one call for a client that does not read them (its HTTP/2 "
+              "window full); past this many, events are dropped and counted (\"dropped\" in the summary)"),
       text("log.level", T::kString, &Config::log_level, {"trace", "debug", "info", "warn", "error", "off"}, R::kYes,
            {"--log-level", kFlagGlobal, "trace|debug|info|warn|error|off"}, "least severe message logged"),
   };

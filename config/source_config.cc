@@ -45,6 +45,13 @@ SourceConfig read_one(TomlReader& reader, size_t i) {
       (s.url.size() > 12 || s.url.find_first_not_of("0123456789", 5) != std::string::npos)) {
     fail("url", "\"" + s.url + "\": pipe: takes a descriptor number (pipe:0 is standard input)");
   }
+  if (s.is_alsa()) {
+    try {
+      parse_alsa_url(s.url);
+    } catch (const std::invalid_argument& e) {
+      fail("url", e.what());
+    }
+  }
   s.model = reader.get_string(at + ".model", "");
   if (!reader.has(at + ".events")) {
     fail("events", "required key is missing: \"jsonl:PATH\" or \"webhook:http://HOST:PORT/PATH\", or a list of them");
@@ -76,7 +83,34 @@ std::string source_error(const SourceConfig& source, const std::string& key, con
 }
 
 bool SourceConfig::is_file() const {
-  return url.find("://") == std::string::npos && url.rfind("pipe:", 0) != 0;
+  return url.find("://") == std::string::npos && url.rfind("pipe:", 0) != 0 && !is_alsa();
+}
+
+AlsaUrl parse_alsa_url(const std::string& url) {
+  const auto bad = [&](const std::string& why) { return std::invalid_argument("\"" + url + "\": " + why); };
+  AlsaUrl out;
+  const size_t query = url.find('?');
+  out.device = url.substr(5, query == std::string::npos ? std::string::npos : query - 5);
+  if (out.device.empty() || out.device.rfind("//", 0) == 0) {
+    throw bad("alsa: takes a capture device as arecord -D names it: alsa:default, alsa:hw:1,0, alsa:plughw:1,0");
+  }
+  std::string rest = query == std::string::npos ? "" : url.substr(query + 1);
+  while (!rest.empty()) {
+    const size_t amp = rest.find('&');
+    const std::string pair = rest.substr(0, amp);
+    rest = amp == std::string::npos ? "" : rest.substr(amp + 1);
+    const size_t eq = pair.find('=');
+    const std::string key = pair.substr(0, eq), value = eq == std::string::npos ? "" : pair.substr(eq + 1);
+    int* field = key == "sample_rate" ? &out.sample_rate : key == "channels" ? &out.channels : nullptr;
+    if (!field) throw bad("\"" + key + "\": an alsa: device takes sample_rate and channels");
+    const int low = field == &out.channels ? 1 : 1000, high = field == &out.channels ? 32 : 384000;
+    if (value.empty() || value.size() > 6 || value.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoi(value) < low || std::stoi(value) > high) {
+      throw bad(key + " must be a whole number in " + std::to_string(low) + ".." + std::to_string(high));
+    }
+    *field = std::stoi(value);
+  }
+  return out;
 }
 
 bool SourceConfig::same(const SourceConfig& o) const {

@@ -23,7 +23,7 @@ struct EventSinkSpec {
 
 struct SourceConfig {
   std::string name;   // [A-Za-z0-9_-]{1,64}, unique: names the source in events, /v2/sources and /metrics
-  std::string url;    // a path (a file) or any URL FFmpeg opens: http(s)://, rtsp://, tcp://, pipe:N, ...
+  std::string url;    // a path (a file), alsa:DEVICE, or any URL FFmpeg opens: http(s)://, rtsp://, pipe:N, ...
   std::string model;  // "" = the model serve serves (serve serves one: another name is refused at start)
   std::vector<EventSinkSpec> events;
   double backoff_s = 1;       // the first wait before a reconnect; doubles each failure
@@ -33,12 +33,26 @@ struct SourceConfig {
   int line = 0;
   int index = 0;              // its place among the [[source]] tables: "source[INDEX]"
 
-  // A path (no "scheme://", no "pipe:"). A regular file's end is the
-  // source's end ("finished"); a FIFO's or a device's is a drop.
+  // A path (no "scheme://", no "pipe:", no "alsa:"). A regular file's end
+  // is the source's end ("finished"); a FIFO's or a device's is a drop.
   bool is_file() const;
+  // An ALSA capture device (parse_alsa_url).
+  bool is_alsa() const { return url.rfind("alsa:", 0) == 0; }
   // Same source: a reload leaves it running (`line` aside).
   bool same(const SourceConfig& o) const;
 };
+
+// "alsa:DEVICE[?sample_rate=R][&channels=C]": an ALSA capture device as
+// arecord -D names it ("alsa:default", "alsa:hw:1,0", "alsa:plughw:CARD=Mic,
+// DEV=0?sample_rate=16000&channels=1"), opened through FFmpeg's libavdevice.
+// Without them, FFmpeg's own defaults: 48000 Hz, 2 channels.
+struct AlsaUrl {
+  std::string device;
+  int sample_rate = 48000;  // 1000..384000
+  int channels = 2;         // 1..32
+};
+// Throws std::invalid_argument saying what is wrong.
+AlsaUrl parse_alsa_url(const std::string& url);
 
 struct WebhookUrl {
   std::string host;

@@ -10,7 +10,7 @@ PACKAGES=(
   libboost-dev libuv1-dev libjemalloc-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libsndfile1-dev libsoxr-dev libfftw3-dev
-  libavformat-dev libavcodec-dev libavutil-dev ffmpeg
+  libavformat-dev libavcodec-dev libavutil-dev libavdevice-dev ffmpeg
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libsystemd-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   python3-grpcio python3-grpc-tools python3-websockets libssl-dev

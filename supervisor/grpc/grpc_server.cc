@@ -24,6 +24,7 @@ namespace corepool {
 GrpcPlan grpc_plan(const Config& config, const std::vector<ListenFd>& inherited) {
   GrpcPlan plan;
   plan.options.max_message_bytes = config.grpc_max_message_mb << 20;  // <= 2047 MB: fits an int
+  plan.options.stream_backlog = size_t(config.grpc_stream_backlog);
   if (inherited.empty()) {
     plan.options.listen = config.grpc_listen;
     plan.enabled = !config.grpc_listen.empty();
@@ -44,7 +45,8 @@ GrpcServer::~GrpcServer() {
 }
 
 void GrpcServer::start() {
-  rpcs_ = std::make_unique<grpc_api::InferenceService>(service_, options_.doors, options_.streams);
+  rpcs_ = std::make_unique<grpc_api::InferenceService>(service_, options_.doors, options_.streams,
+                                                       options_.stream_backlog);
   grpc::ServerBuilder builder;
   if (!options_.listen.empty()) builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port_);
   // gRPC binds with SO_REUSEPORT by default: a second server on the same port

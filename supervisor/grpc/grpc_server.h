@@ -37,6 +37,9 @@ struct GrpcOptions {
   // Where ModelStreamInfer's sequences are opened (serve's StreamRegistry;
   // must outlive stop()). nullptr: each sequence is refused with the reason.
   AudioStreams* streams = nullptr;
+  // ModelStreamInfer responses waiting on one call for a client that does not
+  // read; past this many, events are dropped (serve.grpc_stream_backlog).
+  size_t stream_backlog = 4096;
 };
 
 // What serve's config and sockets say: socket-activated, only the fd named

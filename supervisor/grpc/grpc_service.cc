@@ -187,8 +187,9 @@ using Reactor = grpc::ServerUnaryReactor;
 using Context = grpc::CallbackServerContext;
 using grpc::Status;
 
-InferenceService::InferenceService(triton::Service& service, triton::Doors* doors, AudioStreams* streams)
-    : service_(service), doors_(doors), streams_(streams) {
+InferenceService::InferenceService(triton::Service& service, triton::Doors* doors, AudioStreams* streams,
+                                   size_t stream_backlog)
+    : service_(service), doors_(doors), streams_(streams), stream_backlog_(stream_backlog) {
   // Triton's method names, in grpc_service.proto's order.
   add("/inference.GRPCInferenceService/ServerLive", "live", &InferenceService::server_live);
   add("/inference.GRPCInferenceService/ServerReady", "ready", &InferenceService::server_ready);
@@ -200,8 +201,9 @@ InferenceService::InferenceService(triton::Service& service, triton::Doors* door
   // Bidirectional; like ModelInfer, open to every client (the doors guard model control only).
   AddMethod(new grpc::internal::RpcServiceMethod("/inference.GRPCInferenceService/ModelStreamInfer",
                                                  grpc::internal::RpcMethod::BIDI_STREAMING, nullptr));
-  MarkMethodRawCallback(methods_++, new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
-                                        [this](Context*) { return start_stream_infer(service_, streams_); }));
+  MarkMethodRawCallback(methods_++,
+                        new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+                            [this](Context*) { return start_stream_infer(service_, streams_, stream_backlog_); }));
   add("/inference.GRPCInferenceService/ModelConfig", "model_config", &InferenceService::model_config);
   add("/inference.GRPCInferenceService/ModelStatistics", "statistics", &InferenceService::model_statistics);
   add("/inference.GRPCInferenceService/RepositoryIndex", "repository_index", &InferenceService::repository_index);

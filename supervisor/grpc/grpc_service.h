@@ -29,8 +29,10 @@ grpc::StatusCode status_code(triton::Code code);
 class InferenceService final : public grpc::Service {
  public:
   // `doors` (may be null: no check) guards load, unload and shm (un)registration;
-  // `streams` (may be null: refused) opens ModelStreamInfer's sequences.
-  InferenceService(triton::Service& service, triton::Doors* doors, AudioStreams* streams = nullptr);
+  // `streams` (may be null: refused) opens ModelStreamInfer's sequences, each
+  // call keeping at most `stream_backlog` responses for a client that does not read.
+  InferenceService(triton::Service& service, triton::Doors* doors, AudioStreams* streams = nullptr,
+                   size_t stream_backlog = 4096);
 
  private:
   using Context = grpc::CallbackServerContext;
@@ -71,6 +73,7 @@ class InferenceService final : public grpc::Service {
   triton::Service& service_;
   triton::Doors* doors_;
   AudioStreams* streams_;
+  size_t stream_backlog_;
   int methods_ = 0;
 };
 

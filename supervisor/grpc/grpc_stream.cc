@@ -26,8 +26,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kMaxBacklog = 4096;  // responses waiting for a client that does not read; more events are dropped
-
 class StreamCall;
 
 // One sequence's results, as responses on its call.
@@ -49,14 +47,17 @@ class SequenceOutput final : public StreamOutput {
 class StreamCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
                          public std::enable_shared_from_this<StreamCall> {
  public:
-  StreamCall(triton::Service& service, AudioStreams* streams) : service_(service), streams_(streams) {}
+  StreamCall(triton::Service& service, AudioStreams* streams, size_t backlog)
+      : service_(service), streams_(streams), backlog_(backlog) {}
 
   void begin(std::shared_ptr<StreamCall> self) {
     self_ = std::move(self);
     StartRead(&in_);
   }
 
-  // Any thread. `droppable`: an event, dropped when the client is too far behind.
+  // Any thread. `droppable`: an event, dropped when backlog_ responses wait
+  // already. The queue grows only while a write is pending, i.e. while the
+  // client's HTTP/2 window is full: a client that reads never gets here.
   bool send(const inference::ModelStreamInferResponse& response, bool droppable) {
     grpc::ByteBuffer buffer;
     bool own = false;
@@ -64,7 +65,7 @@ class StreamCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (finished_ || cancelled_) return false;
-      if (droppable && queue_.size() >= kMaxBacklog) return false;
+      if (droppable && queue_.size() >= backlog_) return false;
       queue_.push_back(std::move(buffer));
       if (writing_) return true;
       writing_ = true;
@@ -229,6 +230,7 @@ class StreamCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::
 
   triton::Service& service_;
   AudioStreams* const streams_;
+  const size_t backlog_;  // serve.grpc_stream_backlog
   const Clock::time_point t0_ = Clock::now();
   grpc::ByteBuffer in_;  // gRPC's reads: one at a time
 
@@ -259,8 +261,8 @@ void SequenceOutput::close(StreamEnd how, const std::string& reason, std::string
 }  // namespace
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* start_stream_infer(triton::Service& service,
-                                                                                 AudioStreams* streams) {
-  auto call = std::make_shared<StreamCall>(service, streams);
+                                                                                 AudioStreams* streams, size_t backlog) {
+  auto call = std::make_shared<StreamCall>(service, streams, backlog);
   call->begin(call);
   return call.get();
 }

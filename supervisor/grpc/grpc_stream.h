@@ -20,8 +20,9 @@
 namespace corepool::grpc_api {
 
 // The reactor of one ModelStreamInfer call; it lives until gRPC is done with
-// it and the last of its sequences has let it go.
+// it and the last of its sequences has let it go. At most `backlog` responses
+// wait for a client that does not read; past that, events are dropped.
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* start_stream_infer(triton::Service& service,
-                                                                                 AudioStreams* streams);
+                                                                                 AudioStreams* streams, size_t backlog);
 
 }  // namespace corepool::grpc_api

@@ -194,7 +194,11 @@ std::unique_ptr<AudioDecoder> SourceRunner::open_input(Outcome& failed) {
   const int timeout_ms = int(config_.timeout_s * 1000) + 1000;
   failed = Outcome::kDropped;
   std::unique_ptr<MediaInput> input;
-  if (AudioSource source; local_source(interrupted, source)) {
+  if (config_.is_alsa()) {
+    const AlsaUrl alsa = parse_alsa_url(config_.url);  // checked when the config was read
+    input = std::make_unique<MediaInput>(
+        AudioSource::capture("alsa", alsa.device, alsa.sample_rate, alsa.channels, interrupted));
+  } else if (AudioSource source; local_source(interrupted, source)) {
     input = std::make_unique<MediaInput>(source);
   } else if (source.name.empty()) {
     return nullptr;  // local_source() said why

@@ -5,8 +5,9 @@
 // source's sinks (event_sink.h). A drop (the server gone, a read silent for
 // timeout_s, a decode error) flushes the open events and reconnects after a
 // back-off (backoff.h); a file's end finishes the source. Every blocking call
-// is bounded by FFmpeg's interrupt callback, so stop() returns within about
-// one segment's tagging. Made, started and stopped by SourceSet.
+// is bounded by FFmpeg's interrupt callback (an ALSA device is read
+// non-blocking and the same check ends its waits), so stop() returns within
+// about one segment's tagging. Made, started and stopped by SourceSet.
 #pragma once
 
 #include <atomic>

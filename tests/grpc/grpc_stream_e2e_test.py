@@ -15,7 +15,11 @@ the server's own protos.
   `corepool batch` on its own half of the demo;
 - bad requests get an error_message naming what and where, and the call goes on;
 - process mode: SIGKILL of a worker mid-stream loses no event, and /metrics
-  shows the stream's lag while it is open.
+  shows the stream's lag while it is open;
+- a client that sends a long sequence and reads nothing stalls nobody, costs
+  at most serve.grpc_stream_backlog responses waiting (past that its events are
+  dropped and counted), and when it reads at last gets the events that were not
+  dropped, then a final response whose `dropped` is the count it missed.
 
 Usage: grpc_stream_e2e_test.py --corepool BIN --gen-audio BIN --model DIR --proto DIR --mode thread|process
 """
@@ -39,7 +43,7 @@ import wave
 sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)),
                 os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "stream")]
 from grpc_e2e_test import generate_stubs  # noqa: E402
-from stream_e2e_test import read_wav, same_events  # noqa: E402  (same labels, each boundary within one hop)
+from stream_e2e_test import HOP, read_wav, same_events  # noqa: E402  (same labels, each boundary within one hop)
 
 ARGS = None
 pb = rpc = grpc = None
@@ -107,12 +111,13 @@ class Stream:
     and calls callback(result, error) for each, `error` being the
     error_message when there is one."""
 
-    def __init__(self, stub, callback):
+    def __init__(self, stub, callback, reading=True):
         self.requests = queue.Queue()
         self.callback = callback
         self.responses = stub.ModelStreamInfer(iter(self.requests.get, None))
         self.reader = threading.Thread(target=self.read)
-        self.reader.start()
+        if reading:  # else a client that reads nothing until reader.start()
+            self.reader.start()
 
     def read(self):
         try:
@@ -390,6 +395,121 @@ class WorkerKilled(unittest.TestCase):
         wait_for(lambda: victim not in server.workers() and len(server.workers()) == 2, 60, "the worker's respawn")
 
 
+class SlowReader(unittest.TestCase):
+    """A client that sends a long sequence as fast as the server takes it and
+    reads none of its responses (a tritonclient whose callback is stuck). Its
+    HTTP/2 window fills, the server's writes stop completing, and responses
+    queue on its call: at most serve.grpc_stream_backlog (BACKLOG here), past
+    that its events are dropped and counted. The audio alternates noise and
+    silence each second: five minutes of it give 300 events, more than the
+    slow client's small window (SLOW_WINDOW) and the backlog hold; batch on
+    the same file counts them independently. With the cap gone
+    (--slow-backlog 1000000) nothing is dropped and this fails."""
+
+    BACKLOG = 8
+
+    def test_a_client_that_reads_nothing_stalls_nobody_costs_a_bounded_backlog_and_learns_what_it_lost(self):
+        workdir = tempfile.TemporaryDirectory()
+        self.addCleanup(workdir.cleanup)
+        wav = os.path.join(workdir.name, "busy.wav")
+        subprocess.run([ARGS.gen_audio, "--sections", "noise:1,silence:1", "--repeat", str(ARGS.slow_repeat),
+                        "--out", wav], check=True, stdout=subprocess.DEVNULL)
+        rate, pcm = read_wav(wav)
+        want = batch_events(wav)
+        demo = os.path.join(workdir.name, "demo.wav")
+        subprocess.run([ARGS.gen_audio, "--demo", "--out", demo], check=True, stdout=subprocess.DEVNULL)
+        demo_pcm = read_wav(demo)[1]
+        demo_want = batch_events(demo)
+        server = Server(workdir.name, "grpc_stream_backlog = %d" % ARGS.slow_backlog)
+        self.addCleanup(server.stop)
+
+        slow_got = Collector()
+        slow_channel = grpc.insecure_channel("127.0.0.1:%d" % server.grpc_port, options=SLOW_OPTIONS)
+        self.addCleanup(slow_channel.close)
+        slow = Stream(rpc.GRPCInferenceServiceStub(slow_channel), slow_got, reading=False)
+        pieces = chunks(pcm, rate * 2)  # 1 s each
+        send_sequence(slow, 1, pieces[:1], end=False)
+        stream_id = wait_for_value(lambda: re.search(r'corepool_stream_lag_seconds\{stream="([0-9]+)"\}',
+                                                     server.metrics()), 30, "the slow sequence to open").group(1)
+
+        def of_slow(name):
+            m = re.search(r'^%s\{stream="%s"\} ([0-9.e+-]+)$' % (name, stream_id), server.metrics(), re.M)
+            return float(m.group(1)) if m else None
+
+        # As fast as the server takes it: never more than 10 s of audio
+        # waiting to be tagged (30 s would end the sequence, queue_full).
+        for i in range(1, len(pieces) - 1):
+            send_sequence(slow, 1, pieces[:i + 1], start_at=i, end=False)
+            if i % 5 == 0:
+                wait_for(lambda: (of_slow("corepool_stream_lag_seconds") or 0) < 10, 60, "the slow sequence's lag")
+        try:
+            wait_for(lambda: (of_slow("corepool_stream_dropped") or 0) > 0, 60,
+                     "the slow sequence to drop events (its backlog full)")
+        except AssertionError:
+            print([m for m in server.metrics().splitlines() if re.match(r"corepool_stream(s_|_dropped|_events)", m)],
+                  file=sys.stderr)
+            raise
+
+        # Meanwhile, on another connection: events and the final response as usual.
+        channel = grpc.insecure_channel("127.0.0.1:%d" % server.grpc_port)
+        self.addCleanup(channel.close)
+        fast_got = Collector()
+        fast = Stream(rpc.GRPCInferenceServiceStub(channel), fast_got)
+        send_sequence(fast, 2, chunks(demo_pcm, 8000))
+        wait_for(lambda: 2 in fast_got.finals, 60, "the other client's final response")
+        fast.stop_stream()
+        self.assertEqual(fast_got.errors, [])
+        same_events(self, fast_got.events[2], demo_want)
+        with urllib.request.urlopen("http://127.0.0.1:%d/v2/health/ready" % server.http_port, timeout=10) as r:
+            self.assertEqual(r.status, 200)
+
+        # The slow sequence's end; once it has closed on the server, read at last.
+        send_sequence(slow, 1, pieces, start_at=len(pieces) - 1)
+        wait_for(lambda: of_slow("corepool_stream_events") is None, 60, "the slow sequence to close")
+        slow.reader.start()
+        wait_for(lambda: 1 in slow_got.finals, 30, "the slow client's final response")
+        slow.stop_stream()
+        self.assertEqual(slow_got.errors, [])
+        got, summary = slow_got.events.get(1, []), slow_got.finals[1]
+        self.assertEqual(summary["end"], "end")
+        self.assertEqual(summary["events"], len(want), "the server made other events than batch")
+        self.assertGreater(summary["dropped"], 0, "nothing was dropped: the backlog was not bounded")
+        self.assertEqual(summary["dropped"], len(want) - len(got), "dropped is not the count the client missed")
+        self.assertGreaterEqual(len(got), ARGS.slow_backlog, "fewer events than the backlog holds")
+        self.assertLessEqual(len(got), ARGS.slow_backlog + SLOW_WINDOW // 100,
+                             "more events than the backlog and the client's window hold")
+        # What came is batch's, in order, with holes where events were dropped.
+        at = 0
+        for event in got:
+            while at < len(want) and not (want[at]["label"] == event["label"] and
+                                          abs(want[at]["start"] - event["start"]) <= HOP and
+                                          abs(want[at]["end"] - event["end"]) <= HOP):
+                at += 1
+            self.assertLess(at, len(want), "%s is none of batch's events (in order)" % event)
+            at += 1
+        print("slow reader: %d events, %d received, %d dropped (backlog %d)" %
+              (len(want), len(got), summary["dropped"], ARGS.slow_backlog), file=sys.stderr)
+
+
+# The slow client's HTTP/2 receive window: 8 KiB, not grown by BDP probes.
+# With gRPC's default (64 KiB, growing) a few hundred events fit in the
+# window before the server's writes stop completing; this keeps the audio
+# needed short. An event's response is over 100 bytes: at most 82 fit.
+SLOW_WINDOW = 8192
+SLOW_OPTIONS = [("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", SLOW_WINDOW)]
+
+
+def wait_for_value(check, timeout, what):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
+        time.sleep(0.01)
+
+
 def metric(text, name):
     m = re.search(r"^%s ([0-9.e+-]+)$" % name, text, re.M)
     assert m, "no %s in /metrics" % name
@@ -415,6 +535,9 @@ def main():
     parser.add_argument("--model", required=True)
     parser.add_argument("--proto", required=True)
     parser.add_argument("--mode", default="thread")
+    # SlowReader: serve.grpc_stream_backlog, and how many 2 s noise/silence pairs it sends.
+    parser.add_argument("--slow-backlog", type=int, default=SlowReader.BACKLOG)
+    parser.add_argument("--slow-repeat", type=int, default=150)
     ARGS, rest = parser.parse_known_args()
     import grpc as grpc_module
     grpc = grpc_module

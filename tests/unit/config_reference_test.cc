@@ -143,7 +143,8 @@ TEST(ConfigReferenceTest, OnlyTheModeRefusesAReloadAndTheProcesssSettingsWarn) {
                          "serve.max_audio_requests", "serve.audio_threads", "serve.retry_after_s",
                          "serve.grpc_listen", "serve.grpc_max_message_mb", "serve.allow_client_shm",
                          "serve.client_shm_group", "serve.api_token", "serve.api_token_file",
-                         "serve.allow_model_control", "serve.max_streams", "serve.stream_idle_s"}));
+                         "serve.allow_model_control", "serve.max_streams", "serve.stream_idle_s",
+                         "serve.grpc_stream_backlog"}));
 }
 
 TEST(ConfigReferenceTest, ParametersConfigRefusesEveryEngineKeyThatIsNotReloadable) {

@@ -111,6 +111,31 @@ TEST_F(SourceConfigTest, PipeTakesADescriptorNumber) {
               HasSubstr("corepool.toml:3: source[0].url: source \"p\": \"pipe:x\": pipe: takes a descriptor number"));
 }
 
+TEST_F(SourceConfigTest, AlsaTakesADeviceWithItsRateAndChannels) {
+  const Config c = load_config(write("[[source]]\nname = \"m\"\nurl = \"alsa:plughw:CARD=Mic,DEV=0?sample_rate=16000&channels=1\"\n"
+                                     "events = \"jsonl:a\"\n"));
+  EXPECT_TRUE(c.sources[0].is_alsa());
+  EXPECT_FALSE(c.sources[0].is_file());
+  const AlsaUrl mic = parse_alsa_url(c.sources[0].url);
+  EXPECT_EQ(mic.device, "plughw:CARD=Mic,DEV=0");
+  EXPECT_EQ(mic.sample_rate, 16000);
+  EXPECT_EQ(mic.channels, 1);
+  const AlsaUrl plain = parse_alsa_url("alsa:hw:1,0");
+  EXPECT_EQ(plain.device, "hw:1,0");
+  EXPECT_EQ(plain.sample_rate, 48000);  // FFmpeg's defaults
+  EXPECT_EQ(plain.channels, 2);
+  const auto error = [&](const std::string& url) {
+    return error_for("[[source]]\nname = \"m\"\nurl = \"" + url + "\"\nevents = \"jsonl:a\"\n");
+  };
+  EXPECT_THAT(error("alsa:"), HasSubstr("corepool.toml:3: source[0].url: source \"m\": \"alsa:\": alsa: takes a capture "
+                                        "device as arecord -D names it"));
+  EXPECT_THAT(error("alsa://default"), HasSubstr("alsa: takes a capture device"));
+  EXPECT_THAT(error("alsa:default?rate=8000"), HasSubstr("\"rate\": an alsa: device takes sample_rate and channels"));
+  EXPECT_THAT(error("alsa:default?sample_rate=99"), HasSubstr("sample_rate must be a whole number in 1000..384000"));
+  EXPECT_THAT(error("alsa:default?channels=0"), HasSubstr("channels must be a whole number in 1..32"));
+  EXPECT_THAT(error("alsa:default?channels="), HasSubstr("channels must be a whole number in 1..32"));
+}
+
 TEST_F(SourceConfigTest, AWebhookSinkIsAnHttpUrl) {
   const Config c = load_config(
       write("[[source]]\nname = \"r\"\nurl = \"x.wav\"\nevents = [\"jsonl:a.jsonl\", \"webhook:http://127.0.0.1:9/e\"]\n"));
