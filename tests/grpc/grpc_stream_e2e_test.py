@@ -420,7 +420,10 @@ class SlowReader(unittest.TestCase):
         subprocess.run([ARGS.gen_audio, "--demo", "--out", demo], check=True, stdout=subprocess.DEVNULL)
         demo_pcm = read_wav(demo)[1]
         demo_want = batch_events(demo)
-        server = Server(workdir.name, "grpc_stream_backlog = %d" % ARGS.slow_backlog)
+        # No idle close: on a loaded machine the sender may wait longer than
+        # the default 20 s for the lag to fall, and an idle close would end the
+        # sequence (and its per-stream metrics) before anything was dropped.
+        server = Server(workdir.name, "grpc_stream_backlog = %d" % ARGS.slow_backlog, idle_s=600)
         self.addCleanup(server.stop)
 
         slow_got = Collector()
