@@ -58,8 +58,23 @@ static_assert(std::is_trivially_copyable_v<SlotTiming>);
 // supervisor's own, fuller view of a slot is pool::WorkerState).
 enum class BootState : uint32_t { kEmpty = 0, kStarting = 1, kReady = 2, kStopping = 3 };
 
-constexpr uint32_t kRingSlots = 64;  // also the slab's slot count: a push never finds a full ring
-constexpr uint32_t kMaxBatch = kRingSlots;  // a batch is taken from one ring: never more than it holds
+// A worker's ring holds two full batches, so that one batch runs while the
+// next waits full in the ring: with one batch's worth of slots (64 and 64
+// until issue 39), Silero's streams settled in two groups per worker, each
+// waiting while the other ran, and process mode's batches stayed half full.
+// The slab has at most kRingSlots slots (ChannelLayout::for_model), never
+// more: a push never finds a full ring.
+constexpr uint32_t kMaxBatch = 256;               // places in WorkerControl::running
+constexpr uint32_t kRingSlots = 2 * kMaxBatch;    // descriptors per ring
+// A slab of kRingSlots slots of a large model's input would be large (1 s of
+// 16 kHz PCM: 64 KB a slot, 33 MB a worker), and Segment::create() reserves
+// all of it in /dev/shm, so the slab is sized to a budget: as many slots as
+// fit kSlabBudgetBytes, at least kMinSlabSlots (what every model had before),
+// at most kRingSlots. 8 MB: Silero's 4.4 KB slots get all 512 (2.3 MB), and
+// 1 s of 16 kHz audio gets 130 slots (8.4 MB, was 4.1 MB), two batches of
+// the 64 such a model's model.toml allows (CNN10, the default tagger).
+constexpr uint64_t kSlabBudgetBytes = uint64_t{8} << 20;
+constexpr uint32_t kMinSlabSlots = 64;
 constexpr uint32_t kErrorTextBytes = 256;
 
 struct alignas(kCacheLine) WorkerControl {
@@ -89,12 +104,14 @@ struct ChannelData {
 
 static_assert(std::is_standard_layout_v<WorkerControl>);
 static_assert(kMaxBatch <= kRingSlots, "a batch must fit in one request ring");
+static_assert(kMinSlabSlots <= kRingSlots, "a slab never has more slots than a ring");
 
 // Where things are in a channel segment for a model with `segment_samples`
 // floats of PCM per segment, `item_floats` floats of model input per item and
 // `labels` result floats per item (one score per label; a stateful model's
 // tasks and results also carry the stream's state, so the caller passes its
-// task and result sizes). A slot's input area holds the larger of the two inputs.
+// task and result sizes). A slot's input area holds the larger of the two inputs;
+// the slab has as many slots as fit kSlabBudgetBytes, within [kMinSlabSlots, kRingSlots].
 struct ChannelLayout {
   SlabLayout slab{};
   uint64_t slab_offset = 0;
@@ -102,6 +119,11 @@ struct ChannelLayout {
   uint32_t result_offset = 0;  // within a slot: scores or error text start here;
                                // the input area before it holds this / 4 floats
   uint32_t timing_offset = 0;  // within a slot: the SlotTiming, after the result area
+
+  // The most requests one forward() may take: a batch holds slots and its
+  // requests are listed in WorkerControl::running. A batch of at most half
+  // the slots leaves room for a full next one in the ring.
+  uint32_t batch_limit() const { return std::min(kMaxBatch, slab.slot_count); }
 
   static ChannelLayout for_model(uint32_t segment_samples, uint32_t item_floats, uint32_t labels) {
     // Cache-line boundaries: the result area never shares a line with the
@@ -112,7 +134,10 @@ struct ChannelLayout {
     l.result_offset = static_cast<uint32_t>(round_up(input_floats * sizeof(float)));
     const uint64_t result_bytes = std::max<uint64_t>(uint64_t{labels} * sizeof(float), kErrorTextBytes);
     l.timing_offset = static_cast<uint32_t>((l.result_offset + result_bytes + 7) / 8 * 8);
-    l.slab = make_slab_layout(kRingSlots, l.timing_offset + sizeof(SlotTiming));
+    const SlabLayout one = make_slab_layout(1, l.timing_offset + sizeof(SlotTiming));
+    const uint64_t fit = kSlabBudgetBytes / one.slot_bytes;
+    const auto slots = static_cast<uint32_t>(std::clamp<uint64_t>(fit, kMinSlabSlots, kRingSlots));
+    l.slab = make_slab_layout(slots, one.slot_bytes);
     l.slab_offset = round_up(sizeof(ChannelData));
     l.total_bytes = l.slab_offset + l.slab.total_bytes();
     return l;

@@ -15,11 +15,17 @@
 #include <string>
 #include <vector>
 
+#include "shm/channel.h"
 #include "supervisor/pool/pool_options.h"
 #include "worker/executor.h"
 #include "worker/model/model.h"
 
 namespace corepool {
+
+// One worker's channel for `config`: rings, slab and where a slot's parts are.
+// Its slab's slot count bounds a worker's batch (ChannelLayout::batch_limit()):
+// pass layout.batch_limit() as process mode's limit when planning the batch.
+shm::ChannelLayout channel_layout(const ModelConfig& config);
 
 class ProcessPool final : public Executor {
  public:
