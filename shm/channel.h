@@ -58,7 +58,7 @@ static_assert(std::is_trivially_copyable_v<SlotTiming>);
 // supervisor's own, fuller view of a slot is pool::WorkerState).
 enum class BootState : uint32_t { kEmpty = 0, kStarting = 1, kReady = 2, kStopping = 3 };
 
-// A worker's ring holds two full batches, so that one batch runs while the
+// A worker's slab holds two full batches, so that one batch runs while the
 // next waits full in the ring: with one batch's worth of slots (64 and 64
 // until issue 39), Silero's streams settled in two groups per worker, each
 // waiting while the other ran, and process mode's batches stayed half full.
@@ -66,13 +66,13 @@ enum class BootState : uint32_t { kEmpty = 0, kStarting = 1, kReady = 2, kStoppi
 // more: a push never finds a full ring.
 constexpr uint32_t kMaxBatch = 256;               // places in WorkerControl::running
 constexpr uint32_t kRingSlots = 2 * kMaxBatch;    // descriptors per ring
-// A slab of kRingSlots slots of a large model's input would be large (1 s of
-// 16 kHz PCM: 64 KB a slot, 33 MB a worker), and Segment::create() reserves
-// all of it in /dev/shm, so the slab is sized to a budget: as many slots as
-// fit kSlabBudgetBytes, at least kMinSlabSlots (what every model had before),
-// at most kRingSlots. 8 MB: Silero's 4.4 KB slots get all 512 (2.3 MB), and
-// 1 s of 16 kHz audio gets 130 slots (8.4 MB, was 4.1 MB), two batches of
-// the 64 such a model's model.toml allows (CNN10, the default tagger).
+// Slab slots: two batches, at least kMinSlabSlots (what every model had
+// before), at most kRingSlots, and past kMinSlabSlots no more than fit
+// kSlabBudgetBytes: Segment::create() reserves the whole slab in /dev/shm,
+// and 512 slots of 1 s of 16 kHz PCM (64 KB each) would be 33 MB a worker.
+// 8 MB: Silero's 4.4 KB slots get all 512 at batch 256 (2.3 MB), 1 s of
+// 16 kHz audio 128 at batch 64 (8.2 MB, its model.toml's limit) and 130 at
+// most; a batch of 32 or less keeps the 64 slots (4.1 MB) it always had.
 constexpr uint64_t kSlabBudgetBytes = uint64_t{8} << 20;
 constexpr uint32_t kMinSlabSlots = 64;
 constexpr uint32_t kErrorTextBytes = 256;
@@ -110,8 +110,11 @@ static_assert(kMinSlabSlots <= kRingSlots, "a slab never has more slots than a r
 // floats of PCM per segment, `item_floats` floats of model input per item and
 // `labels` result floats per item (one score per label; a stateful model's
 // tasks and results also carry the stream's state, so the caller passes its
-// task and result sizes). A slot's input area holds the larger of the two inputs;
-// the slab has as many slots as fit kSlabBudgetBytes, within [kMinSlabSlots, kRingSlots].
+// task and result sizes) and batches of at most `max_batch` requests. A slot's
+// input area holds the larger of the two inputs. The slab has 2 x max_batch
+// slots within [kMinSlabSlots, kRingSlots], and no more than fit
+// kSlabBudgetBytes unless that is under kMinSlabSlots; the default max_batch
+// gives the most slots the model can have (and so its largest batch_limit()).
 struct ChannelLayout {
   SlabLayout slab{};
   uint64_t slab_offset = 0;
@@ -125,7 +128,8 @@ struct ChannelLayout {
   // the slots leaves room for a full next one in the ring.
   uint32_t batch_limit() const { return std::min(kMaxBatch, slab.slot_count); }
 
-  static ChannelLayout for_model(uint32_t segment_samples, uint32_t item_floats, uint32_t labels) {
+  static ChannelLayout for_model(uint32_t segment_samples, uint32_t item_floats, uint32_t labels,
+                                 uint32_t max_batch = kMaxBatch) {
     // Cache-line boundaries: the result area never shares a line with the
     // input, nor the slab with the rings.
     auto round_up = [](uint64_t v) { return (v + kCacheLine - 1) / kCacheLine * kCacheLine; };
@@ -135,8 +139,9 @@ struct ChannelLayout {
     const uint64_t result_bytes = std::max<uint64_t>(uint64_t{labels} * sizeof(float), kErrorTextBytes);
     l.timing_offset = static_cast<uint32_t>((l.result_offset + result_bytes + 7) / 8 * 8);
     const SlabLayout one = make_slab_layout(1, l.timing_offset + sizeof(SlotTiming));
-    const uint64_t fit = kSlabBudgetBytes / one.slot_bytes;
-    const auto slots = static_cast<uint32_t>(std::clamp<uint64_t>(fit, kMinSlabSlots, kRingSlots));
+    const uint64_t fit = std::max<uint64_t>(kSlabBudgetBytes / one.slot_bytes, kMinSlabSlots);
+    const uint64_t two_batches = std::clamp<uint64_t>(uint64_t{2} * max_batch, kMinSlabSlots, kRingSlots);
+    const auto slots = static_cast<uint32_t>(std::min(fit, two_batches));
     l.slab = make_slab_layout(slots, one.slot_bytes);
     l.slab_offset = round_up(sizeof(ChannelData));
     l.total_bytes = l.slab_offset + l.slab.total_bytes();

@@ -34,17 +34,17 @@ size_t queue_depth(const ProcessPoolOptions& o) {
 }  // namespace
 
 // A stateful model's task and result carry its state too (task_floats(), result_floats()).
-shm::ChannelLayout channel_layout(const ModelConfig& config) {
+shm::ChannelLayout channel_layout(const ModelConfig& config, uint32_t max_batch) {
   return shm::ChannelLayout::for_model(static_cast<uint32_t>(config.task_floats()),
                                        static_cast<uint32_t>(config.item_floats()),
-                                       static_cast<uint32_t>(config.result_floats()));
+                                       static_cast<uint32_t>(config.result_floats()), max_batch);
 }
 
 class ProcessPool::Impl {
  public:
   Impl(std::shared_ptr<const LoadedModel> model, ProcessPoolOptions options, Completion on_complete)
       : model_(std::move(model)),
-        layout_(channel_layout(model_->config)),
+        layout_(channel_layout(model_->config, static_cast<uint32_t>(std::max(options.max_batch, 1)))),
         options_(normalized(std::move(options), layout_)),
         submissions_(queue_depth(options_)),
         mirror_(options_.workers),
