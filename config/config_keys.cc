@@ -59,7 +59,8 @@ std::vector<ConfigKey> make_keys() {
               "threads LibTorch may use to run independent operators in parallel; 0 = LibTorch's default"),
       integer("engine.max_batch", &Config::max_batch, 0, 1024, R::kYes,
               {"--max-batch", kEngineCommands, "segments per forward(); 0 = measured at start (default)"},
-              "audio segments per forward() call; 0 = measured at start (the lowest cost per segment)"),
+              "audio segments per forward() call; 0 = measured at start (the lowest cost per segment); "
+              "process mode: at most 256, fewer for an input over 32 KB (130 for 1 s of 16 kHz; a worker's 8 MB slab)"),
       text("engine.optimize", T::kString, &Config::optimize, {"none", "onednn", "onednn-direct", "bf16"}, R::kYes,
            {"--optimize", kEngineCommands & ~kFlagTune,
             "none | onednn (default) | onednn-direct | bf16: how the model is optimized at load"},

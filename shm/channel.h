@@ -58,8 +58,23 @@ static_assert(std::is_trivially_copyable_v<SlotTiming>);
 // supervisor's own, fuller view of a slot is pool::WorkerState).
 enum class BootState : uint32_t { kEmpty = 0, kStarting = 1, kReady = 2, kStopping = 3 };
 
-constexpr uint32_t kRingSlots = 64;  // also the slab's slot count: a push never finds a full ring
-constexpr uint32_t kMaxBatch = kRingSlots;  // a batch is taken from one ring: never more than it holds
+// A worker's slab holds two full batches, so that one batch runs while the
+// next waits full in the ring: with one batch's worth of slots (64 and 64
+// until issue 39), Silero's streams settled in two groups per worker, each
+// waiting while the other ran, and process mode's batches stayed half full.
+// The slab has at most kRingSlots slots (ChannelLayout::for_model), never
+// more: a push never finds a full ring.
+constexpr uint32_t kMaxBatch = 256;               // places in WorkerControl::running
+constexpr uint32_t kRingSlots = 2 * kMaxBatch;    // descriptors per ring
+// Slab slots: two batches, at least kMinSlabSlots (what every model had
+// before), at most kRingSlots, and past kMinSlabSlots no more than fit
+// kSlabBudgetBytes: Segment::create() reserves the whole slab in /dev/shm,
+// and 512 slots of 1 s of 16 kHz PCM (64 KB each) would be 33 MB a worker.
+// 8 MB: Silero's 4.4 KB slots get all 512 at batch 256 (2.3 MB), 1 s of
+// 16 kHz audio 128 at batch 64 (8.2 MB, its model.toml's limit) and 130 at
+// most; a batch of 32 or less keeps the 64 slots (4.1 MB) it always had.
+constexpr uint64_t kSlabBudgetBytes = uint64_t{8} << 20;
+constexpr uint32_t kMinSlabSlots = 64;
 constexpr uint32_t kErrorTextBytes = 256;
 
 struct alignas(kCacheLine) WorkerControl {
@@ -89,12 +104,17 @@ struct ChannelData {
 
 static_assert(std::is_standard_layout_v<WorkerControl>);
 static_assert(kMaxBatch <= kRingSlots, "a batch must fit in one request ring");
+static_assert(kMinSlabSlots <= kRingSlots, "a slab never has more slots than a ring");
 
 // Where things are in a channel segment for a model with `segment_samples`
 // floats of PCM per segment, `item_floats` floats of model input per item and
 // `labels` result floats per item (one score per label; a stateful model's
 // tasks and results also carry the stream's state, so the caller passes its
-// task and result sizes). A slot's input area holds the larger of the two inputs.
+// task and result sizes) and batches of at most `max_batch` requests. A slot's
+// input area holds the larger of the two inputs. The slab has 2 x max_batch
+// slots within [kMinSlabSlots, kRingSlots], and no more than fit
+// kSlabBudgetBytes unless that is under kMinSlabSlots; the default max_batch
+// gives the most slots the model can have (and so its largest batch_limit()).
 struct ChannelLayout {
   SlabLayout slab{};
   uint64_t slab_offset = 0;
@@ -103,7 +123,13 @@ struct ChannelLayout {
                                // the input area before it holds this / 4 floats
   uint32_t timing_offset = 0;  // within a slot: the SlotTiming, after the result area
 
-  static ChannelLayout for_model(uint32_t segment_samples, uint32_t item_floats, uint32_t labels) {
+  // The most requests one forward() may take: a batch holds slots and its
+  // requests are listed in WorkerControl::running. A batch of at most half
+  // the slots leaves room for a full next one in the ring.
+  uint32_t batch_limit() const { return std::min(kMaxBatch, slab.slot_count); }
+
+  static ChannelLayout for_model(uint32_t segment_samples, uint32_t item_floats, uint32_t labels,
+                                 uint32_t max_batch = kMaxBatch) {
     // Cache-line boundaries: the result area never shares a line with the
     // input, nor the slab with the rings.
     auto round_up = [](uint64_t v) { return (v + kCacheLine - 1) / kCacheLine * kCacheLine; };
@@ -112,7 +138,11 @@ struct ChannelLayout {
     l.result_offset = static_cast<uint32_t>(round_up(input_floats * sizeof(float)));
     const uint64_t result_bytes = std::max<uint64_t>(uint64_t{labels} * sizeof(float), kErrorTextBytes);
     l.timing_offset = static_cast<uint32_t>((l.result_offset + result_bytes + 7) / 8 * 8);
-    l.slab = make_slab_layout(kRingSlots, l.timing_offset + sizeof(SlotTiming));
+    const SlabLayout one = make_slab_layout(1, l.timing_offset + sizeof(SlotTiming));
+    const uint64_t fit = std::max<uint64_t>(kSlabBudgetBytes / one.slot_bytes, kMinSlabSlots);
+    const uint64_t two_batches = std::clamp<uint64_t>(uint64_t{2} * max_batch, kMinSlabSlots, kRingSlots);
+    const auto slots = static_cast<uint32_t>(std::min(fit, two_batches));
+    l.slab = make_slab_layout(slots, one.slot_bytes);
     l.slab_offset = round_up(sizeof(ChannelData));
     l.total_bytes = l.slab_offset + l.slab.total_bytes();
     return l;

@@ -137,7 +137,7 @@ void WorkerLoop::take_batch(std::vector<shm::RequestDesc>& batch) {
 // False (and the request answered with an error) when its size is wrong for
 // its kind: nothing may read past the floats the supervisor wrote.
 bool WorkerLoop::admit(const Engine& engine, const shm::RequestDesc& r) {
-  const auto* samples = reinterpret_cast<const float*>(slot(r.slot % shm::kRingSlots));
+  const auto* samples = reinterpret_cast<const float*>(slot(r.slot % layout_.slab.slot_count));
   if (crash_marker_ && r.samples >= 2 && samples[0] == test_hooks::kCrashMarker[0] &&
       samples[1] == test_hooks::kCrashMarker[1]) {
     ::raise(SIGSEGV);  // test-only poison input (test_hooks.h)
@@ -148,7 +148,7 @@ bool WorkerLoop::admit(const Engine& engine, const shm::RequestDesc& r) {
   std::string error = item_size_error(engine.model().config, kind_of(r), r.samples);
   if (error.empty()) error = shm::request_problem(r, layout_);
   if (error.empty()) return true;
-  std::snprintf(slot(r.slot % shm::kRingSlots) + layout_.result_offset, shm::kErrorTextBytes, "%s", error.c_str());
+  std::snprintf(slot(r.slot % layout_.slab.slot_count) + layout_.result_offset, shm::kErrorTextBytes, "%s", error.c_str());
   complete(r, 1);
   return false;
 }
@@ -226,8 +226,9 @@ void WorkerLoop::mark_running(const std::vector<shm::RequestDesc>& batch) {
 }
 
 void WorkerLoop::complete(const shm::RequestDesc& r, int32_t status) {
-  // Never full while the supervisor keeps its side: at most kRingSlots
-  // requests out per worker, each holding a slot until its completion is read.
+  // Never full while the supervisor keeps its side: at most one request per
+  // slab slot (no more than kRingSlots) out per worker, each holding its slot
+  // until its completion is read.
   if (completions_.try_push({r.request, r.slot, status})) return;
   log_->error("completion ring full with request {} to answer (more than {} requests out?); waiting for the "
               "supervisor to read it", r.request, shm::kRingSlots);

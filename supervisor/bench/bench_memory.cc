@@ -24,7 +24,6 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "shm/channel.h"
 #include "supervisor/bench/bench.h"
 #include "supervisor/bench/bench_stats.h"
 #include "supervisor/pool/process_memory.h"
@@ -77,8 +76,8 @@ ProcessPoolOptions pool_options(int workers, bool naive, int batch, const Config
 // sealed arena, the batch measured when engine.max_batch is 0. The caller has
 // set this process to one LibTorch thread (no OpenMP pool at fork).
 EnginePlan plan_shared(const std::shared_ptr<const LoadedModel>& model, const Config& engine) {
-  return plan_engine(model,
-                     {engine.optimize, engine.max_batch, static_cast<int>(shm::kMaxBatch), true, {}, engine.kernels});
+  const int limit = static_cast<int>(channel_layout(model->config).batch_limit());
+  return plan_engine(model, {engine.optimize, engine.max_batch, limit, true, {}, engine.kernels});
 }
 
 // The naive baseline's supervisor: the model's config and no weights (an empty

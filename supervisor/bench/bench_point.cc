@@ -25,10 +25,10 @@
 #include "supervisor/bench/model_flops.h"
 #include "supervisor/bench/bench_stats.h"
 #include "supervisor/pool/executor_factory.h"
+#include "supervisor/pool/process_pool.h"
 #include "supervisor/bench/resource_probe.h"
 #include "audio/audio_stream.h"
 #include "worker/host/cpus.h"
-#include "shm/channel.h"
 #include "worker/engine_plan.h"
 #include "worker/runtime.h"
 #include "worker/kernels/winograd_conv.h"
@@ -280,8 +280,9 @@ ExitCode run_bench_point(const BenchOptions& o, const Config& config) {
   engine.pin_threads = o.pin;
   // The best path, as the pipeline of the same config runs it: optimized, at
   // the plan's batch (a ceiling at a worse batch would be no ceiling).
+  const int limit = processes ? static_cast<int>(channel_layout(model->config).batch_limit()) : 1024;
   const EnginePlan plan =
-      plan_engine(model, {engine.optimize, engine.max_batch, processes ? static_cast<int>(shm::kMaxBatch) : 1024,
+      plan_engine(model, {engine.optimize, engine.max_batch, limit,
                           processes, parse_chunks(o.winograd_chunks), engine.kernels});
   engine.max_batch = plan.max_batch;
   const bool pin = o.pin && engine.intra_op_threads == 1;  // as make_executor_factory decides

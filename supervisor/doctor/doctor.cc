@@ -36,7 +36,8 @@ WorkerPlan plan_of(const Config& cfg, const CpuBudget& budget) {
   return plan;
 }
 
-// A process-mode worker's rings and slab, sized exactly as ProcessPool does.
+// A process-mode worker's rings and slab at their largest (ProcessPool sizes
+// the slab to two batches: a smaller batch may need less).
 uint64_t channel_bytes(const ModelConfig& model) {
   return shm::ChannelLayout::for_model(static_cast<uint32_t>(model.task_floats()),
                                        static_cast<uint32_t>(model.item_floats()),

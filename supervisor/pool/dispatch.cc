@@ -63,8 +63,8 @@ bool Dispatcher::push(Worker& w, Request& req) {
   const uint32_t flags = (req.kills > 0 ? shm::kRunAlone : 0u) |
                          (req.task.input == TaskInput::kModelInput ? shm::kModelInput : 0u);
   const auto floats = static_cast<uint32_t>(std::min<size_t>(req.task.samples.size(), UINT32_MAX));
-  // The ring has as many slots as the slab, so with a free slab slot a push
-  // can only fail if the worker wrote a head from the future into its ring.
+  // The ring has at least as many slots as the slab, so with a free slab slot
+  // a push can only fail if the worker wrote a head from the future into its ring.
   if (!w.requests->try_push({req.id, slot, floats, flags, 0u})) {
     w.slots.release(slot);
     return false;
@@ -99,7 +99,7 @@ bool Dispatcher::drain_completions(Worker& w) {
   while (shm::CompletionDesc* c = w.completions->front()) {
     const shm::CompletionDesc done = *c;
     w.completions->pop();
-    if (done.slot >= shm::kRingSlots || w.slot_owner[done.slot] != done.request) {
+    if (done.slot >= w.slot_owner.size() || w.slot_owner[done.slot] != done.request) {
       mirror_.count(&PoolCounters::duplicates);  // a late answer for a request already re-dispatched
       continue;
     }
@@ -156,7 +156,7 @@ void Dispatcher::requeue_in_flight(Worker& w, const ExitVerdict& verdict, bool s
     mirror_.count(&PoolCounters::redispatched);
     queue_.push_front(std::move(req));
   }
-  w.slot_owner.assign(shm::kRingSlots, 0);
+  w.slot_owner.assign(layout_.slab.slot_count, 0);
   w.slots.reset();
 }
 

@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "shm/channel.h"
 #include "supervisor/pool/process_pool.h"
 #include "worker/host/cpus.h"
 #include "worker/plan_cache.h"
@@ -22,8 +21,10 @@ int effective_workers(const Config& config) {
 ExecutorFactory make_executor_factory(const Config& config, std::shared_ptr<const LoadedModel> model,
                                       EnginePlan* plan_out) {
   const bool process = config.mode == "process";
+  // Process mode: a batch fits the worker's slab (channel_layout()); thread mode's limit is the model's.
+  const int limit = process ? static_cast<int>(channel_layout(model->config).batch_limit()) : 1024;
   const EnginePlan plan = plan_engine(
-      model, {config.optimize, config.max_batch, process ? static_cast<int>(shm::kMaxBatch) : 1024, process, {},
+      model, {config.optimize, config.max_batch, limit, process, {},
               config.kernels, plan_cache_dir(config), config.replan, effective_workers(config)});
   if (plan_out) *plan_out = plan;
   Config cfg = config;

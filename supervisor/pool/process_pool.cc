@@ -19,10 +19,11 @@
 namespace corepool {
 namespace {
 
-ProcessPoolOptions normalized(ProcessPoolOptions options) {
+ProcessPoolOptions normalized(ProcessPoolOptions options, const shm::ChannelLayout& layout) {
   options.workers = std::max(options.workers, 1);
-  // A batch never holds more requests than a ring: the worker's running list has that many places.
-  options.max_batch = std::clamp<int>(options.max_batch, 1, shm::kMaxBatch);
+  // A batch never holds more requests than the slab has slots, nor than the
+  // worker's running list has places.
+  options.max_batch = std::clamp<int>(options.max_batch, 1, static_cast<int>(layout.batch_limit()));
   return options;
 }
 
@@ -32,15 +33,19 @@ size_t queue_depth(const ProcessPoolOptions& o) {
 
 }  // namespace
 
+// A stateful model's task and result carry its state too (task_floats(), result_floats()).
+shm::ChannelLayout channel_layout(const ModelConfig& config, uint32_t max_batch) {
+  return shm::ChannelLayout::for_model(static_cast<uint32_t>(config.task_floats()),
+                                       static_cast<uint32_t>(config.item_floats()),
+                                       static_cast<uint32_t>(config.result_floats()), max_batch);
+}
+
 class ProcessPool::Impl {
  public:
   Impl(std::shared_ptr<const LoadedModel> model, ProcessPoolOptions options, Completion on_complete)
       : model_(std::move(model)),
-        options_(normalized(std::move(options))),
-        // A stateful model's task and result carry its state too (task_floats(), result_floats()).
-        layout_(shm::ChannelLayout::for_model(static_cast<uint32_t>(model_->config.task_floats()),
-                                              static_cast<uint32_t>(model_->config.item_floats()),
-                                              static_cast<uint32_t>(model_->config.result_floats()))),
+        layout_(channel_layout(model_->config, static_cast<uint32_t>(std::max(options.max_batch, 1)))),
+        options_(normalized(std::move(options), layout_)),
         submissions_(queue_depth(options_)),
         mirror_(options_.workers),
         table_(options_, layout_, model_, mirror_),
@@ -84,8 +89,8 @@ class ProcessPool::Impl {
   // Declaration order is destruction order reversed: the loop stops (and
   // reaps every worker) before the table unmaps the channels and the weights go.
   std::shared_ptr<const LoadedModel> model_;
+  const shm::ChannelLayout layout_;     // before options_: it bounds their max_batch
   const ProcessPoolOptions options_;
-  const shm::ChannelLayout layout_;
   std::unique_ptr<SharedWeights> weights_;
   pool::Submissions submissions_;
   pool::PoolMirror mirror_;

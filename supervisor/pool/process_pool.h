@@ -15,11 +15,18 @@
 #include <string>
 #include <vector>
 
+#include "shm/channel.h"
 #include "supervisor/pool/pool_options.h"
 #include "worker/executor.h"
 #include "worker/model/model.h"
 
 namespace corepool {
+
+// One worker's channel for `config` and batches of up to `max_batch`: rings,
+// slab and where a slot's parts are. Its slab's slot count bounds a worker's
+// batch (ChannelLayout::batch_limit()); with the default max_batch it is the
+// model's largest, process mode's limit when the batch is planned.
+shm::ChannelLayout channel_layout(const ModelConfig& config, uint32_t max_batch = shm::kMaxBatch);
 
 class ProcessPool final : public Executor {
  public:

@@ -37,6 +37,7 @@ void WorkerTable::create(uv_loop_t* loop, const SharedWeights* weights, uv_timer
     auto w = std::make_unique<Worker>();
     w->index = i;
     w->segment = shm::Segment::create(layout_.total_bytes, "channel-" + std::to_string(i));
+    w->slots = shm::SlotPool(layout_.slab.slot_count);  // at most kRingSlots: a push never finds a full ring
     w->eventfd = shm::make_eventfd();
     if (w->eventfd < 0) throw std::runtime_error("eventfd() failed while creating worker " + std::to_string(i));
     uv_poll_init(loop, &w->poll, w->eventfd);  // started by the supervisor loop
@@ -89,7 +90,7 @@ void WorkerTable::init_channel(Worker& w) {
   // The supervisor never spins: a worker signals the eventfd after every push.
   w.completions->always_want_wake();
   w.slots.reset();
-  w.slot_owner.assign(shm::kRingSlots, 0);
+  w.slot_owner.assign(layout_.slab.slot_count, 0);
   w.recycle = Recycle::kNo;
 }
 

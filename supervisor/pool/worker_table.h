@@ -35,8 +35,8 @@ struct Worker {
   shm::ChannelData* channel = nullptr;
   std::unique_ptr<shm::RingProducer<shm::RequestDesc, shm::kRingSlots>> requests;
   std::unique_ptr<shm::RingConsumer<shm::CompletionDesc, shm::kRingSlots>> completions;
-  shm::SlotPool slots{shm::kRingSlots};  // one slab slot per request in flight
-  std::vector<uint64_t> slot_owner;       // request id per slab slot; 0 = free
+  shm::SlotPool slots{0};                // one slab slot per request in flight (the layout's count, set by create())
+  std::vector<uint64_t> slot_owner;      // request id per slab slot; 0 = free
   int eventfd = -1;
   uv_poll_t poll{};           // the supervisor loop's: completions and readiness
   uv_timer_t respawn_timer{};  // armed in kRespawnWait; the replacement forks once it has fired

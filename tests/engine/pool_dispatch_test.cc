@@ -84,6 +84,7 @@ TEST(PoolDispatchTest, SegmentsGoToTheIdleWorkerWhileTheOtherIsStopped) { run_ch
 TEST(PoolDispatchTest, WithALongBatchDelaySegmentsSubmittedOneByOneRunAsOneBatch) { run_child("LongDelay"); }
 TEST(PoolDispatchTest, WithNoBatchDelayALoneSegmentRunsAtOnceByItself) { run_child("NoDelay"); }
 TEST(PoolDispatchTest, EachWorkerIsPinnedToItsCpuAndItsReplacementToTheSame) { run_child("Pinning"); }
+TEST(PoolDispatchTest, AWorkerRunsBatchesAboveTheOld64OfOneSecondSegments) { run_child("BigBatches"); }
 
 TEST(DISABLED_DispatchChild, LeastLoaded) {
   testing::TempDir dir;
@@ -149,6 +150,35 @@ TEST(DISABLED_DispatchChild, LongDelay) {
   EXPECT_EQ(s.segments, 4u);
   EXPECT_EQ(s.batches, 1u) << "four segments submitted one by one should have run as one forward()";
   for (auto& [index, r] : results.by_index) EXPECT_TRUE(r.error.empty()) << index << ": " << r.error;
+}
+
+// Until the ring and the batch were decoupled (issue 39), a worker's batch was
+// clamped to its ring's 64 slots: max_batch 128 ran four forward()s of 64
+// here. With 1 s segments (130 slab slots) two batches of 128 submitted at
+// once must run as two forward()s of 128 (the long batch delay makes a part
+// batch wait for company, so only the slots and the clamp can split them).
+TEST(DISABLED_DispatchChild, BigBatches) {
+  testing::TempDir dir;
+  auto model = testing::small_model(dir);
+  const size_t samples = model->config.segment_samples();
+  constexpr uint64_t kBatch = 128;
+  Results results;
+  ProcessPoolOptions o = options(1, kBatch);
+  o.max_batch_delay_us = 60 * 1000 * 1000;  // a batch fills up long before this
+  ProcessPool pool(model, o, [&](SegmentResult&& r) { results.add(std::move(r)); });
+  std::vector<SegmentTask> tasks;
+  for (uint64_t i = 0; i < 2 * kBatch; ++i) tasks.push_back({1, i, testing::test_segment(samples, i)});
+  ASSERT_TRUE(pool.try_submit(tasks)) << "the queue holds 4 x max_batch";
+  ASSERT_TRUE(testing::wait_until([&] { return results.size() == 2 * kBatch; }, std::chrono::seconds(120)));
+  pool.wait_idle();
+  const ExecutorStats s = pool.stats();
+  EXPECT_EQ(s.segments, 2 * kBatch);
+  EXPECT_EQ(s.batches, 2u) << "two batches of " << kBatch << " should have run as two forward()s";
+  EXPECT_EQ(results.duplicates, 0);
+  for (auto& [index, r] : results.by_index) {
+    EXPECT_TRUE(r.error.empty()) << index << ": " << r.error;
+    EXPECT_EQ(r.timing.batch, kBatch) << "segment " << index;
+  }
 }
 
 TEST(DISABLED_DispatchChild, NoDelay) {

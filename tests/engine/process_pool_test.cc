@@ -59,6 +59,9 @@ struct Results {
 TEST(ProcessPoolTest, APoisonInputFailsAfterTwoCrashesAndTheOthersSucceed) {
   run_child("PoisonInput", {"COREPOOL_TEST_CRASH_ON_MARKER=1"});
 }
+TEST(ProcessPoolTest, AWorkerKilledWithAFullBatchOf256AndAFullRingLosesNoRequest) {
+  run_child("CrashWithFullRing", {"COREPOOL_TEST_CRASH_ON_MARKER=1"});
+}
 TEST(ProcessPoolTest, AHungWorkerIsKilledAndItsSegmentsAnsweredByOthers) { run_child("HungWorker"); }
 TEST(ProcessPoolTest, AWorkerWhoseBootOutlastsTheHangDeadlineIsNotKilledOnceReady) {
   // Boot 1.5 s, hang deadline 1 s, and the worker does not reach its loop's
@@ -92,6 +95,57 @@ TEST(DISABLED_PoolChild, PoisonInput) {
     }
   }
   EXPECT_EQ(pool.counters().poisoned, 1u);
+  EXPECT_TRUE(testing::wait_until([&] { return pool.all_ready(); }, std::chrono::seconds(30))) << "pool did not heal";
+}
+
+// One worker, batches of 256 (until issue 39 a batch and a ring held 64), and
+// twice that submitted at once: the worker waits for a full first batch (the
+// long batch delay), which holds the poison input, and crashes in it while
+// the second batch waits in its ring (512 slots for this model's 8 KB items).
+// Every request must come back exactly once: the 256 of the running list as
+// suspects (each then runs alone), the ring's as innocents, and the poison
+// input fails after its second crash.
+TEST(DISABLED_PoolChild, CrashWithFullRing) {
+  testing::TempDir dir;
+  auto model = load_model(testing::short_segment_model_dir(dir));
+  constexpr uint64_t kBatch = 256, kTotal = 2 * kBatch;
+  Results results;
+  ProcessPoolOptions o;
+  o.workers = 1;
+  o.max_batch = kBatch;
+  o.max_batch_delay_us = 60 * 1000 * 1000;  // the first batch runs full
+  o.queue_depth = kTotal;
+  o.hang_timeout_ms = 600000;               // only the crashes replace the worker
+  o.log_level = "off";
+  ProcessPool pool(model, o, [&](SegmentResult&& r) { results.add(std::move(r)); });
+  std::vector<SegmentTask> tasks;
+  for (uint64_t i = 0; i < kTotal; ++i) {
+    std::vector<float> s = segment(model->config, i);
+    if (i == 0) s[0] = 12345.0f, s[1] = -12345.0f;  // the worker's test hook crashes on this
+    tasks.push_back({1, i, std::move(s)});
+  }
+  ASSERT_TRUE(pool.try_submit(tasks));
+  ASSERT_TRUE(results.wait_for(kTotal, std::chrono::seconds(120)));
+  pool.wait_idle();
+  EXPECT_EQ(results.duplicates, 0);
+  for (auto& [index, r] : results.by_index) {
+    if (index == 0) {
+      EXPECT_THAT(r.error, HasSubstr("poison input"));
+    } else {
+      EXPECT_TRUE(r.error.empty()) << index << ": " << r.error;
+    }
+  }
+  // The whole first batch was on the running list: its 255 innocents ran
+  // alone as suspects. The second half was never suspect: it ran as one
+  // full batch after the crashes.
+  size_t alone = 0;
+  for (auto& [index, r] : results.by_index) alone += r.error.empty() && r.timing.batch == 1;
+  EXPECT_EQ(alone, kBatch - 1);
+  EXPECT_EQ(results.by_index.at(kTotal - 1).timing.batch, kBatch);
+  const PoolCounters c = pool.counters();
+  EXPECT_EQ(c.poisoned, 1u);
+  EXPECT_GE(c.redispatched, kBatch) << "the first crash sends back at least its running batch";
+  EXPECT_GE(c.restarts, 2u);
   EXPECT_TRUE(testing::wait_until([&] { return pool.all_ready(); }, std::chrono::seconds(30))) << "pool did not heal";
 }
 

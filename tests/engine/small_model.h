@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -62,6 +63,22 @@ inline std::string call_counting_model_dir(const TempDir& dir) {
       "    out[:, 0] = float(self.calls)\n"
       "    out[:, 1] = float(self.largest)\n"
       "    return out\n");
+  m.save(out + "/model.pt");
+  return out;
+}
+
+// A model of 1/8 s waveform segments (2000 floats: a slab slot of 8 KB, so a
+// worker's channel gets all 512 slots and batches of 256) whose forward()
+// answers zeros: for tests of how many requests a worker holds and runs.
+inline std::string short_segment_model_dir(const TempDir& dir) {
+  const std::string out = dir / "short-segment";
+  std::filesystem::create_directories(out);
+  std::ofstream(out + "/model.toml") <<
+             "[model]\nname = \"short-segment\"\ninput = \"waveform\"\nsample_rate = 16000\n"
+             "segment_seconds = 0.125\nhop_seconds = 0.125\nmax_batch = 256\n\n"
+             "[labels]\nnames = [\"speech\", \"music\", \"noise\", \"silence\"]\nthreshold = 0.5\n";
+  torch::jit::Module m("Zeros");
+  m.define("def forward(self, x):\n    return torch.zeros([x.size(0), 4])\n");
   m.save(out + "/model.pt");
   return out;
 }

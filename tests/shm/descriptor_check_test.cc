@@ -17,16 +17,20 @@ class DescriptorCheckTest : public ::testing::Test {
  protected:
   ChannelLayout layout_ = ChannelLayout::for_model(16000, 64, 10);
   std::unique_ptr<char[]> slab_ = std::make_unique<char[]>(layout_.slab.total_bytes());
+  const uint32_t last_ = layout_.slab.slot_count - 1;  // the slab's last slot
+  const uint32_t past_ = layout_.slab.slot_count;      // the first index past it
+  const std::string past_problem_ =
+      "slab slot " + std::to_string(past_) + " out of range (" + std::to_string(past_) + " slots)";
 
   char* result_area(uint32_t slot) { return slab_.get() + layout_.slab.offset_of(slot) + layout_.result_offset; }
 };
 
 TEST_F(DescriptorCheckTest, WellFormedRequestPasses) {
-  EXPECT_EQ(request_problem({7, 63, 16000, kRunAlone | kModelInput, 0}, layout_), "");
+  EXPECT_EQ(request_problem({7, last_, 16000, kRunAlone | kModelInput, 0}, layout_), "");
 }
 
 TEST_F(DescriptorCheckTest, RequestSlotOutOfRangeIsNamed) {
-  EXPECT_EQ(request_problem({7, 64, 16000, 0, 0}, layout_), "slab slot 64 out of range (64 slots)");
+  EXPECT_EQ(request_problem({7, past_, 16000, 0, 0}, layout_), past_problem_);
   EXPECT_NE(request_problem({7, 0xffffffffu, 1, 0, 0}, layout_), "");
 }
 
@@ -50,21 +54,20 @@ TEST_F(DescriptorCheckTest, SuccessfulCompletionYieldsItsScores) {
 }
 
 TEST_F(DescriptorCheckTest, FailedCompletionYieldsTheWorkersText) {
-  std::strcpy(result_area(63), "inference failed: boom");
-  DecodedCompletion d = decode_completion({9, 63, 1}, slab_.get(), layout_, 10);
+  std::strcpy(result_area(last_), "inference failed: boom");
+  DecodedCompletion d = decode_completion({9, last_, 1}, slab_.get(), layout_, 10);
   EXPECT_EQ(d.problem, "");
   EXPECT_EQ(d.error, "inference failed: boom");
 }
 
 TEST_F(DescriptorCheckTest, UnterminatedErrorTextStopsAtTheAreasEnd) {
-  std::memset(result_area(63), 'x', kErrorTextBytes);  // the last slot: no terminator before the slab ends
-  DecodedCompletion d = decode_completion({9, 63, 1}, slab_.get(), layout_, 10);
+  std::memset(result_area(last_), 'x', kErrorTextBytes);  // the last slot: no terminator before the slab ends
+  DecodedCompletion d = decode_completion({9, last_, 1}, slab_.get(), layout_, 10);
   EXPECT_EQ(d.error, std::string(kErrorTextBytes, 'x'));
 }
 
 TEST_F(DescriptorCheckTest, CorruptCompletionsAreNamedAndReadNothing) {
-  EXPECT_EQ(decode_completion({9, 64, 0}, slab_.get(), layout_, 10).problem,
-            "slab slot 64 out of range (64 slots)");
+  EXPECT_EQ(decode_completion({9, past_, 0}, slab_.get(), layout_, 10).problem, past_problem_);
   EXPECT_EQ(decode_completion({9, 0, -1}, slab_.get(), layout_, 10).problem, "unknown completion status -1");
   DecodedCompletion d = decode_completion({9, 0, 0}, slab_.get(), layout_, 1u << 30);
   EXPECT_NE(d.problem.find("scores do not fit"), std::string::npos) << d.problem;
