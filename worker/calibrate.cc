@@ -112,10 +112,10 @@ std::vector<BatchCost> summarize(const std::vector<Samples>& samples) {
 }  // namespace
 
 // Why a larger batch must also be told apart: on a 2-vCPU AMD EPYC Zen 5 the
-// calibration saw CNN10's batch 16 0-5 % cheaper per item than 8, within the
-// rounds' spread, and thread mode chose 16 on three of ten starts, which then
-// sustained 6 % less than 8 (bench/RESULTS.md, issue 37 item 3). A gap the
-// rounds cannot resolve is no reason to double every request's latency.
+// calibration saw CNN10's batch 16 0-5 % cheaper per item than 8, often
+// within the rounds' spread, and the starts split between the two
+// (bench/RESULTS.md, issue 37 item 3). A gap the rounds cannot resolve is no
+// reason to double every request's latency.
 int pick_batch(const std::vector<BatchCost>& costs) {
   const BatchCost* best = nullptr;
   for (const auto& c : costs) best = (!best || c.ms_per_item < best->ms_per_item) ? &c : best;
