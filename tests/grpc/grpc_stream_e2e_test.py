@@ -50,8 +50,12 @@ pb = rpc = grpc = None
 
 
 def wait_for(predicate, timeout, what):
+    """Polls predicate() until it returns something true, and returns that."""
     deadline = time.monotonic() + timeout
-    while not predicate():
+    while True:
+        value = predicate()
+        if value:
+            return value
         if time.monotonic() > deadline:
             raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
         time.sleep(0.01)
@@ -432,7 +436,7 @@ class SlowReader(unittest.TestCase):
         slow = Stream(rpc.GRPCInferenceServiceStub(slow_channel), slow_got, reading=False)
         pieces = chunks(pcm, rate * 2)  # 1 s each
         send_sequence(slow, 1, pieces[:1], end=False)
-        stream_id = wait_for_value(lambda: re.search(r'corepool_stream_lag_seconds\{stream="([0-9]+)"\}',
+        stream_id = wait_for(lambda: re.search(r'corepool_stream_lag_seconds\{stream="([0-9]+)"\}',
                                                      server.metrics()), 30, "the slow sequence to open").group(1)
 
         def of_slow(name):
@@ -500,17 +504,6 @@ class SlowReader(unittest.TestCase):
 # needed short. An event's response is over 100 bytes: at most 82 fit.
 SLOW_WINDOW = 8192
 SLOW_OPTIONS = [("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", SLOW_WINDOW)]
-
-
-def wait_for_value(check, timeout, what):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
-        time.sleep(0.01)
 
 
 def metric(text, name):
