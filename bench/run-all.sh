@@ -57,6 +57,12 @@ run throughput "$COREPOOL" --log-level warn bench --model "$CNN10" \
 # and the median of the pairs. About 2 min.
 run modes-ten-minutes "$COREPOOL" --log-level warn bench --model "$CNN10" --modes thread,process \
   --worker-counts 2 --intra-ops 1 --allocators jemalloc --repeats 7 --audio-seconds 600 --out "$OUT/modes"
+# Issue 37's two bare ceilings at 1 and 2 engines, side by side, 9 repeats
+# in turn: the same module at the same batch in threads and in forked
+# processes; the verdict prints process / thread against 0.97-1.03 with the
+# median of the pairs. About 2 min.
+run ceilings "$COREPOOL" --log-level warn bench --model "$CNN10" --modes ceiling-threads,ceiling-processes \
+  --worker-counts 1,2 --intra-ops 1 --allocators jemalloc --repeats 9 --audio-seconds 300 --out "$OUT/ceilings"
 # bf16 against `plain` in a run of its own, 2 workers: where bf16 is emulated
 # (no AVX512_BF16) one repeat of 120 s would take minutes.
 run bf16-throughput "$COREPOOL" --log-level warn bench --model "$CNN10" --modes plain,bf16 --worker-counts 2 \

@@ -113,6 +113,22 @@ TEST(BenchReportTest, VerdictPrintsEveryDefaultKindAgainstPlainAndProcessModeAga
   EXPECT_TRUE(has_line(lines, "at 2 worker(s) thread mode gives 1.25x the throughput of process mode (target >= 0.97)"));
 }
 
+TEST(BenchReportTest, TheTwoCeilingsAreComparedAtEveryWorkerCountWithTheirPairs) {
+  // At 1 worker the process ceiling runs 2.0, 2.0, 3.0 s against the thread
+  // ceiling's 2.0, 2.1, 3.0 (the host slows in repeat 3 for both): medians
+  // 2.0 and 2.1 s give 1.05, the pairs 1.00, 1.05, 1.00 give 1.00. At 2
+  // workers both ran 1.0 s, but only one repeat: no pairs.
+  const std::vector<PointSummary> points = {
+      summarize({"ceiling-threads", 1, 1, "jemalloc"}, {run(2.0), run(2.1), run(3.0)}, 0.5),
+      summarize({"ceiling-processes", 1, 1, "jemalloc"}, {run(2.0), run(2.0), run(3.0)}, 0.5),
+      point("ceiling-threads", 2, 1, 1.0), point("ceiling-processes", 2, 1, 1.25)};
+  const auto lines = verdict(points, 2);
+  EXPECT_TRUE(has_line(lines, "the process ceiling is 1.05x the thread ceiling at 1 worker(s) (target 0.97-1.03); "
+                              "repeat by repeat 1.00 (median of 3 pairs, 1.00-1.05)"));
+  EXPECT_TRUE(has_line(lines, "the process ceiling is 0.80x the thread ceiling at 2 worker(s) (target 0.97-1.03)"));
+  EXPECT_FALSE(has_line(lines, "the process ceiling is 0.80x the thread ceiling at 2 worker(s) (target 0.97-1.03); "));
+}
+
 TEST(BenchReportTest, CeilingRatiosArePairedRepeatByRepeat) {
   // The host slows down 1.5x from repeat 2 on, while thread mode runs 5 %
   // slower than its ceiling except in the repeat where the slow-down began
