@@ -4,9 +4,16 @@
 them) is the file's label in DEST/manifest.tsv, per label and per package.
 
 Usage: models/data/judge.py --corepool build/supervisor/corepool --model models/default
-                            [--split held-out] [--work DIR] DEST
+                            [--split held-out|validation|train] [--new-packages P,Q] [--work DIR] DEST
 DEST is what models/data/fetch-sources.sh made. Runs `corepool batch` once on
-every file of the split (--manifest, --root DEST) and reads its JSON Lines."""
+every file of the split (--manifest, --root DEST) and reads its JSON Lines.
+
+--split validation is the trainer's real validation: the train rows whose path
+hashes to 0 modulo 10 (stable_hash in models/train/real_clips.cc, never
+trained on), so that training recipes are compared on files they did not learn
+and the held-out split is left for the one recipe kept. --new-packages names
+packages just added to packages.tsv: their files are counted apart from the
+others, so that two models are compared on the same older files."""
 import argparse
 import collections
 import json
@@ -21,12 +28,25 @@ with warnings.catch_warnings():  # deprecated in 3.11, there until 3.13; a C-fas
     import audioop
 
 
+def stable_hash(path):
+    """FNV-1a, 64 bits, over the path's bytes: models/train/real_clips.cc's
+    stable_hash, which puts a train file in the trainer's validation when it is
+    0 modulo 10 (models/data/test_stable_hash.sh checks the two agree)."""
+    h = 1469598103934665603
+    for byte in path.encode():
+        h = ((h ^ byte) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
 def read_manifest(dest, split):
     rows = []
     with open(os.path.join(dest, "manifest.tsv")) as f:
         for line in f:
             path, label, file_split, package = line.rstrip("\n").split("\t")
-            if file_split == split:
+            if split == "validation":
+                if file_split == "train" and stable_hash(path) % 10 == 0:
+                    rows.append((path, label, package))
+            elif file_split == split:
                 rows.append((path, label, package))
     return rows
 
@@ -63,13 +83,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corepool", default="build/supervisor/corepool")
     ap.add_argument("--model", default="models/default")
-    ap.add_argument("--split", default="held-out", choices=["held-out", "train"])
+    ap.add_argument("--split", default="held-out", choices=["held-out", "validation", "train"],
+                    help="validation: the train rows the trainer keeps out as its real validation")
+    ap.add_argument("--new-packages", default="",
+                    help="comma-separated packages whose files are also totalled apart, as new")
     ap.add_argument("--work", help="where the results go (default DEST/judge-SPLIT)")
     ap.add_argument("--errors", type=int, default=0, help="print up to N wrong files per label")
     ap.add_argument("dest")
     args = ap.parse_args()
 
     rows = read_manifest(args.dest, args.split)
+    new_packages = set(filter(None, args.new_packages.split(",")))
     if not rows:
         sys.exit(f"judge: no {args.split} files in {args.dest}/manifest.tsv")
     work = args.work or os.path.join(args.dest, "judge-" + args.split)
@@ -96,7 +120,8 @@ def main():
             print(f"judge: {path} is mostly silence: its right label is silence")
             label = "silence"
         got = dominant_label(os.path.join(out, path + ".jsonl"))
-        for key in (label, (label, package)):
+        group = "(new packages)" if package in new_packages else "(older packages)"
+        for key in (label, (label, package)) + (((label, group),) if new_packages else ()):
             total[key] += 1
             right[key] += got == label
         said[label][got or "nothing"] += 1
@@ -107,7 +132,9 @@ def main():
     for label in ("speech", "music", "noise", "silence"):
         if not total[label]:
             continue
-        for key in sorted(k for k in total if isinstance(k, tuple) and k[0] == label):
+        for key in sorted(k for k in total if isinstance(k, tuple) and k[0] == label and not k[1].startswith("(")):
+            print(f"{label:8} {key[1]:28} {total[key]:6} {right[key]:6}  {right[key] / total[key]:.3f}")
+        for key in sorted(k for k in total if isinstance(k, tuple) and k[0] == label and k[1].startswith("(")):
             print(f"{label:8} {key[1]:28} {total[key]:6} {right[key]:6}  {right[key] / total[key]:.3f}")
         labels_said = ", ".join(f"{k} {v}" for k, v in said[label].most_common())
         print(f"{label:8} {'(all)':28} {total[label]:6} {right[label]:6}  {right[label] / total[label]:.3f}"
