@@ -132,9 +132,9 @@ def main():
     for label in ("speech", "music", "noise", "silence"):
         if not total[label]:
             continue
-        for key in sorted(k for k in total if isinstance(k, tuple) and k[0] == label and not k[1].startswith("(")):
-            print(f"{label:8} {key[1]:28} {total[key]:6} {right[key]:6}  {right[key] / total[key]:.3f}")
-        for key in sorted(k for k in total if isinstance(k, tuple) and k[0] == label and k[1].startswith("(")):
+        # Packages first, then the "(new packages)" / "(older packages)" totals.
+        keys = [k for k in total if isinstance(k, tuple) and k[0] == label]
+        for key in sorted(keys, key=lambda k: (k[1].startswith("("), k[1])):
             print(f"{label:8} {key[1]:28} {total[key]:6} {right[key]:6}  {right[key] / total[key]:.3f}")
         labels_said = ", ".join(f"{k} {v}" for k, v in said[label].most_common())
         print(f"{label:8} {'(all)':28} {total[label]:6} {right[label]:6}  {right[label] / total[label]:.3f}"

@@ -20,6 +20,12 @@ struct NetShape {
 // `mean` and `std` standardise the log-mel input (stored as buffers).
 torch::jit::Module make_tagger(const NetShape& shape, double mean, double std);
 
+// One module averaging the softmax outputs of `members` (make_tagger's
+// networks, all of one shape, each trained with its own seed): forward(x)
+// only, its tensors named m0_..., m1_..., ... Throws std::invalid_argument if
+// the members differ.
+torch::jit::Module make_ensemble(const std::vector<torch::jit::Module>& members);
+
 // Every parameter of the module, in a stable order (for the optimiser).
 std::vector<torch::Tensor> trainable(const torch::jit::Module& module);
 

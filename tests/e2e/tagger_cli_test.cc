@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <torch/script.h>
 
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
@@ -133,6 +134,50 @@ TEST(TaggerTest, TheTrainerWritesALoadableModelAndRefusesAnotherContract) {
   const auto bad = testing::run_process({COREPOOL_TRAIN_TAGGER_BIN, "--out", dir / "m", "--epochs", "1"}, dir.path());
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("model.toml: labels must be"), std::string::npos) << bad.err;
+}
+
+// Two tiny networks trained with seeds 1 and 2 and their average (--members):
+// the saved ensemble must give the mean of the members' own outputs, computed
+// here by running each member file alone, and must refuse members that are
+// not the same network.
+TEST(TaggerTest, TheTrainerAveragesTrainedNetworksIntoOneModelAndRefusesMismatchedOnes) {
+  testing::TempDir dir;
+  const auto train = [&](const std::string& name, const std::string& seed, const std::string& channels) {
+    fs::create_directories(dir / name);
+    fs::copy_file(std::string(COREPOOL_DEFAULT_MODEL) + "/model.toml", dir / (name + "/model.toml"));
+    const auto r = testing::run_process({COREPOOL_TRAIN_TAGGER_BIN, "--out", dir / name, "--per-class", "12",
+                                         "--held-out-per-class", "4", "--epochs", "1", "--seed", seed,
+                                         "--channels", channels},
+                                        dir.path());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  };
+  train("a", "1", "4,8");
+  train("b", "2", "4,8");
+  train("c", "3", "4,6");
+  fs::create_directories(dir / "ens");
+  fs::copy_file(std::string(COREPOOL_DEFAULT_MODEL) + "/model.toml", dir / "ens/model.toml");
+  const std::string a = dir / "a/model.pt", b = dir / "b/model.pt";
+  const auto r = testing::run_process({COREPOOL_TRAIN_TAGGER_BIN, "--out", dir / "ens", "--members", a + "," + b},
+                                      dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  torch::jit::Module ma = torch::jit::load(a), mb = torch::jit::load(b), me = torch::jit::load(dir / "ens/model.pt");
+  torch::manual_seed(7);
+  const torch::Tensor x = torch::randn({3, 1, 64, 101}) * 4 - 6;  // log-mel-like values
+  const torch::Tensor want = (ma.forward({x}).toTensor() + mb.forward({x}).toTensor()) / 2;
+  const torch::Tensor got = me.forward({x}).toTensor();
+  EXPECT_LT((got - want).abs().max().item<float>(), 1e-6);
+  EXPECT_GT((ma.forward({x}).toTensor() - mb.forward({x}).toTensor()).abs().max().item<float>(), 1e-3)
+      << "two seeds gave the same network: the average tests nothing";
+  // The engine runs it as it runs any tagger: one forward() of [1, 4] scores.
+  Engine engine(load_model(dir / "ens"));
+  EXPECT_NO_THROW(engine.check_output_shape());
+
+  const auto bad = testing::run_process(
+      {COREPOOL_TRAIN_TAGGER_BIN, "--out", dir / "ens", "--members", a + "," + dir / "c/model.pt"},
+      dir.path());
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("ensemble member 1: c2_w differs in shape from member 0's"), std::string::npos) << bad.err;
 }
 
 }  // namespace
