@@ -120,13 +120,22 @@ bench-soak: deps build
 # synthesized classes and real recordings out of Debian packages, then judge it
 # on the held-out recordings (models/README.md). fetch-sources.sh downloads the
 # packages with apt-get download (about 2.9 GB, checked against their sha256)
-# into REAL_AUDIO; training is deterministic, one thread, a few minutes.
+# into REAL_AUDIO. One network per seed of TRAIN_SEEDS (deterministic, one
+# thread and about 3 GB each, JOBS at a time, 5-6 min each here; logs in
+# $(BUILD)/train/seed-N/train.log), then the model is their average
+# (--members), scored beside each of them on the real validation segments.
 REAL_AUDIO ?= $(BUILD)/real-audio
 TRAIN_ARGS ?=
+TRAIN_SEEDS ?= 1 2 3 4 5
+TRAINER = $(BUILD)/models/train/corepool-train-tagger
 train: deps configure
 	bash models/data/fetch-sources.sh $(REAL_AUDIO)
 	cmake --build $(BUILD) -j$(JOBS) --target corepool corepool-train-tagger -- --no-print-directory
-	$(BUILD)/models/train/corepool-train-tagger --out models/default --real $(REAL_AUDIO) $(TRAIN_ARGS)
+	for s in $(TRAIN_SEEDS); do mkdir -p $(BUILD)/train/seed-$$s && cp models/default/model.toml $(BUILD)/train/seed-$$s/; done
+	printf '%s\n' $(TRAIN_SEEDS) | xargs -P $(JOBS) -I{} sh -c '$(TRAINER) --out $(BUILD)/train/seed-{} \
+	  --real $(REAL_AUDIO) --seed {} $(TRAIN_ARGS) >$(BUILD)/train/seed-{}/train.log 2>&1 \
+	  || { tail -n 20 $(BUILD)/train/seed-{}/train.log; exit 255; }'
+	$(TRAINER) --out models/default --real $(REAL_AUDIO) --members $(foreach s,$(TRAIN_SEEDS),$(BUILD)/train/seed-$(s)/model.pt)
 	python3 models/data/judge.py --corepool $(BUILD)/supervisor/corepool --model models/default $(REAL_AUDIO)
 
 model: train

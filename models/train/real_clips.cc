@@ -183,9 +183,12 @@ void label_version(const std::vector<float>& clean, const std::vector<float>& he
 
 // Labelled segments of one file: as recorded and, but for silence, once more
 // as another speaker or player in another room.
-void label_file(const ManifestRow& row, const ModelConfig& cfg, const RealOptions& o,
+// The file's draws are seeded from its path in the manifest, relative to
+// `dest`: the same packages give the same model wherever they were unpacked
+// (seeded from the full path, a retraining in another directory differed).
+void label_file(const std::string& dest, const ManifestRow& row, const ModelConfig& cfg, const RealOptions& o,
                 std::vector<std::vector<float>>& segments, std::vector<int>& labels) {
-  const std::vector<float> clean = decode_all(row.path, cfg);
+  const std::vector<float> clean = decode_all(dest + "/" + row.path, cfg);
   if (clean.empty()) return;
   std::mt19937_64 rng(o.seed ^ stable_hash(row.path));
   const int file_label = label_index(cfg, row.label), silence = label_index(cfg, "silence");
@@ -252,7 +255,7 @@ Dataset real_dataset(const ModelConfig& cfg, const std::string& dest, RealSplit 
     std::vector<std::vector<float>> segments;
     std::vector<int> labels;
     try {
-      label_file({dest + "/" + row.path, row.label, row.split, row.package}, cfg, o, segments, labels);
+      label_file(dest, row, cfg, o, segments, labels);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "real audio: skipped %s: %s\n", row.path.c_str(), e.what());
       ++failed;

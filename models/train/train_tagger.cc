@@ -126,11 +126,26 @@ int run(const Options& o) {
 // (tagger_net.h). One training to the next moves a label's validation figure
 // by several points (seeds 1-3: noise 0.88-0.90 of files); their average is
 // steadier and better than any of them (models/README.md).
+// With --real, each member and the average are scored on the same real
+// validation segments (sampled with --seed), so that members can be compared.
 int combine(const Options& o) {
+  at::set_num_threads(1);
   std::vector<torch::jit::Module> members;
   for (const std::string& path : o.members) members.push_back(torch::jit::load(path));
   torch::jit::Module net = corepool::train::make_ensemble(members);
   net.eval();
+  if (!o.real.empty()) {
+    const corepool::ModelConfig cfg = corepool::train::tagger_contract(o.out + "/model.toml");
+    corepool::train::RealOptions v = o.real_options;
+    v.per_class = 1000;
+    const Dataset validation = corepool::train::real_dataset(cfg, o.real, corepool::train::RealSplit::kValidation, v);
+    for (size_t k = 0; k <= members.size(); ++k) {
+      torch::jit::Module& m = k < members.size() ? members[k] : net;
+      const std::string name = k < members.size() ? o.members[k] : "the average";
+      std::printf("real validation of %s: %.3f\n", name.c_str(), corepool::train::accuracy(m, validation, cfg));
+      corepool::train::print_confusion(m, validation, cfg);
+    }
+  }
   net.save(o.out + "/model.pt");
   std::printf("wrote %s/model.pt: the average of %zu networks\n", o.out.c_str(), members.size());
   return 0;

@@ -136,6 +136,55 @@ TEST(TaggerTest, TheTrainerWritesALoadableModelAndRefusesAnotherContract) {
   EXPECT_NE(bad.err.find("model.toml: labels must be"), std::string::npos) << bad.err;
 }
 
+// FNV-1a over the path's bytes: real_clips.cc's stable_hash, written again
+// here to pick files that land in the trainer's validation (hash % 10 == 0).
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (const unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// The same recordings unpacked in two directories of different depth train
+// the same model, byte for byte: the trainer's draws must not depend on where
+// `make train` unpacked the packages (they did: seeded from the full path).
+TEST(TaggerTest, TheTrainerGivesTheSameModelWhereverTheRecordingsAreUnpacked) {
+  testing::TempDir dir;
+  const std::vector<std::string> dests = {dir / "a", dir / "b/unpacked/elsewhere"};
+  std::string manifest;
+  synth::Rng rng(5);
+  for (const synth::Label label : {synth::Label::kSpeech, synth::Label::kMusic, synth::Label::kNoise,
+                                   synth::Label::kSilence}) {
+    int train = 0, validation = 0;
+    for (int i = 0; train < 2 || validation < 1; ++i) {
+      const std::string path = std::string("pkgs/p/") + synth::label_name(label) + std::to_string(i) + ".wav";
+      const bool is_validation = fnv1a(path) % 10 == 0;
+      if (is_validation ? validation >= 1 : train >= 2) continue;
+      (is_validation ? validation : train) += 1;
+      const std::vector<float> samples = synth::generate(label, rng, synth::Split::kTrain, 2.0, 16000);
+      for (const std::string& dest : dests) {
+        fs::create_directories(dest + "/pkgs/p");
+        synth::write_samples(dest + "/" + path, samples, 16000);
+      }
+      manifest += path + "\t" + synth::label_name(label) + "\ttrain\tp\n";
+    }
+  }
+  std::vector<std::string> models;
+  for (const std::string& dest : dests) {
+    std::ofstream(dest + "/manifest.tsv") << manifest;
+    const std::string out = dest + "/m";
+    fs::create_directories(out);
+    fs::copy_file(std::string(COREPOOL_DEFAULT_MODEL) + "/model.toml", out + "/model.toml");
+    const auto r = testing::run_process({COREPOOL_TRAIN_TAGGER_BIN, "--out", out, "--per-class", "12",
+                                         "--held-out-per-class", "4", "--epochs", "1", "--real", dest,
+                                         "--real-per-class", "8"},
+                                        dir.path());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    models.push_back(testing::read_file(out + "/model.pt"));
+  }
+  EXPECT_FALSE(models[0].empty());
+  EXPECT_TRUE(models[0] == models[1]) << "the two directories trained different models";
+}
+
 // Two tiny networks trained with seeds 1 and 2 and their average (--members):
 // the saved ensemble must give the mean of the members' own outputs, computed
 // here by running each member file alone, and must refuse members that are
