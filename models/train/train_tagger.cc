@@ -46,6 +46,14 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The real validation segments: up to 1,000 per label from the train files
+// the trainer keeps out (one in ten by path hash), drawn with --seed.
+Dataset real_validation(const corepool::ModelConfig& cfg, const Options& o) {
+  corepool::train::RealOptions v = o.real_options;
+  v.per_class = 1000;
+  return corepool::train::real_dataset(cfg, o.real, corepool::train::RealSplit::kValidation, v);
+}
+
 void set_lr(torch::optim::Adam& opt, double lr) {
   for (auto& group : opt.param_groups()) static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
 }
@@ -84,9 +92,7 @@ int run(const Options& o) {
   if (!o.real.empty()) {
     using corepool::train::RealSplit;
     train = concat(train, corepool::train::real_dataset(cfg, o.real, RealSplit::kTrain, o.real_options));
-    corepool::train::RealOptions v = o.real_options;
-    v.per_class = 1000;
-    validation = corepool::train::real_dataset(cfg, o.real, RealSplit::kValidation, v);
+    validation = real_validation(cfg, o);
   }
   std::printf("data: %lld train and %lld held-out segments in %.1f s\n", (long long)train.x.size(0),
               (long long)held.x.size(0), seconds_since(t0));
@@ -124,8 +130,8 @@ int run(const Options& o) {
 
 // --members: the trained networks' softmax outputs averaged in one module
 // (tagger_net.h). One training to the next moves a label's validation figure
-// by several points (seeds 1-3: noise 0.88-0.90 of files); their average is
-// steadier and better than any of them (models/README.md).
+// by up to three points; their average was better than each of them
+// (models/README.md, "Five networks averaged").
 // With --real, each member and the average are scored on the same real
 // validation segments (sampled with --seed), so that members can be compared.
 int combine(const Options& o) {
@@ -136,9 +142,7 @@ int combine(const Options& o) {
   net.eval();
   if (!o.real.empty()) {
     const corepool::ModelConfig cfg = corepool::train::tagger_contract(o.out + "/model.toml");
-    corepool::train::RealOptions v = o.real_options;
-    v.per_class = 1000;
-    const Dataset validation = corepool::train::real_dataset(cfg, o.real, corepool::train::RealSplit::kValidation, v);
+    const Dataset validation = real_validation(cfg, o);
     for (size_t k = 0; k <= members.size(); ++k) {
       torch::jit::Module& m = k < members.size() ? members[k] : net;
       const std::string name = k < members.size() ? o.members[k] : "the average";
