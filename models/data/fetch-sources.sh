@@ -5,9 +5,12 @@
 # one line per audio file, "path<TAB>label<TAB>split<TAB>package", path relative
 # to DEST, sorted, so that the same packages always give the same manifest.
 # Usage: models/data/fetch-sources.sh [DEST]   (default build/real-audio)
+# PACKAGES_TSV and SOURCES_TSV name other lists (test_fetch_sources.sh).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+packages_tsv=${PACKAGES_TSV:-$here/packages.tsv}
+sources_tsv=${SOURCES_TSV:-$here/sources.tsv}
 dest=${1:-build/real-audio}
 mkdir -p "$dest/debs" "$dest/pkgs"
 dest=$(cd "$dest" && pwd)
@@ -39,7 +42,7 @@ fetch() {  # package version sha256
 while IFS=$'\t' read -r pkg ver sum; do
   [[ -z $pkg || $pkg == \#* ]] && continue
   fetch "$pkg" "$ver" "$sum"
-done <"$here/packages.tsv"
+done <"$packages_tsv"
 
 manifest=$dest/manifest.tsv.tmp
 : >"$manifest"
@@ -49,7 +52,7 @@ while IFS=$'\t' read -r pkg label split pattern exclude; do
   [[ $exclude == - ]] && exclude='^$'
   (cd "$dest/pkgs/$pkg" && find usr -type f -path "$pattern" | grep -Ei "$audio_ext" | grep -Ev "$exclude" || true) |
     awk -v p="$pkg" -v l="$label" -v s="$split" '{printf "pkgs/%s/%s\t%s\t%s\t%s\n", p, $0, l, s, p}' >>"$manifest"
-done <"$here/sources.tsv"
+done <"$sources_tsv"
 LC_ALL=C sort -u "$manifest" >"$dest/manifest.tsv" && rm -f "$manifest"
 
 # A file listed under two labels or in both splits would train on what judges it.
