@@ -53,10 +53,12 @@ while IFS=$'\t' read -r pkg label split pattern exclude; do
   (cd "$dest/pkgs/$pkg" && find usr -type f -path "$pattern" | grep -Ei "$audio_ext" | grep -Ev "$exclude" || true) |
     awk -v p="$pkg" -v l="$label" -v s="$split" '{printf "pkgs/%s/%s\t%s\t%s\t%s\n", p, $0, l, s, p}' >>"$manifest"
 done <"$sources_tsv"
-LC_ALL=C sort -u "$manifest" >"$dest/manifest.tsv" && rm -f "$manifest"
+LC_ALL=C sort -u "$manifest" >"$manifest.sorted" && rm -f "$manifest"
 
 # A file listed under two labels or in both splits would train on what judges it.
-dups=$(cut -f1 "$dest/manifest.tsv" | sort | uniq -d | head -n3)
-[[ -z $dups ]] || { echo "fetch-sources: listed twice in sources.tsv: $dups" >&2; exit 1; }
+# Checked before the manifest goes into place: a refused one never replaces the last good one.
+dups=$(cut -f1 "$manifest.sorted" | sort | uniq -d | head -n3)
+[[ -z $dups ]] || { rm -f "$manifest.sorted"; echo "fetch-sources: listed twice in sources.tsv: $dups" >&2; exit 1; }
+mv "$manifest.sorted" "$dest/manifest.tsv"
 awk -F'\t' '{n[$2 "\t" $3]++} END {for (k in n) print "  " k "\t" n[k] " files"}' "$dest/manifest.tsv" | sort
 echo "fetch-sources: $(wc -l <"$dest/manifest.tsv") files in $dest/manifest.tsv"

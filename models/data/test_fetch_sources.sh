@@ -5,7 +5,8 @@
 # asterisk-core-sounds-en-wav, so this checks the real rules: the voice's
 # recordings are speech, its silence/ is silence and not also speech, a text
 # file is no recording. Then a file listed under two labels must stop the
-# script (it would train on what judges it). Expected manifest written by hand.
+# script (it would train on what judges it) and leave the last good manifest
+# in place. Expected manifest written by hand.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
@@ -45,4 +46,6 @@ if PACKAGES_TSV=$work/packages.tsv SOURCES_TSV=$work/sources.tsv \
   exit 1
 fi
 grep -q "listed twice in sources.tsv: $d/hello.wav" "$work/log" || { cat "$work/log"; exit 1; }
+diff -u "$work/expected" "$work/dest/manifest.tsv" ||
+  { echo "test_fetch_sources: the refused run replaced the last good manifest" >&2; exit 1; }
 echo "test_fetch_sources: the manifest is the expected one, and a file under two labels is refused"
