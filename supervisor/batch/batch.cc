@@ -110,6 +110,7 @@ class BatchRun {
   size_t opening_size_ = 1;
   bool opened_ = false;
   BatchStats stats_;
+  DirectorySyncs syncs_;    // renames not yet durable: the committer's own
   SerialWorker committer_;  // last: its thread stops before the members it uses go
 };
 
@@ -258,6 +259,8 @@ void BatchRun::commit(FileJob& job) {
     }
   }
   if (!job.error.empty()) job.out->abandon();
+  // The last commit queued syncs the directories of the renames before it, once each.
+  if (committer_.queued() == 0) syncs_.sync();
   std::lock_guard<std::mutex> lock(mu_);
   if (job.error.empty()) {
     ++stats_.files_ok;
@@ -282,7 +285,7 @@ void BatchRun::finish_ok(FileJob& job) {
                   {"x_realtime", rounded(wall > 0 ? job.duration / wall : 0.0, 1e1)}};
   if (!job.skipped.is_null()) summary["skipped"] = job.skipped;
   job.out->summary(std::move(summary));
-  job.out->commit();
+  job.out->commit(&syncs_);
 }
 
 void BatchRun::fail_input(const std::string& key, const std::string& message) {

@@ -46,10 +46,13 @@ int fsync_retrying(int fd) {
 // Makes the rename itself durable. Best effort: the result is already complete
 // under its final name, and some filesystems refuse fsync on a directory, so a
 // failure here must not turn a good result into a reported error.
-void sync_parent_directory(const std::string& path) {
-  fs::path parent = fs::path(path).parent_path();
-  if (parent.empty()) parent = ".";
-  FdGuard dir{::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+std::string parent_of(const std::string& path) {
+  const fs::path parent = fs::path(path).parent_path();
+  return parent.empty() ? "." : parent.string();
+}
+
+void sync_directory(const std::string& dir_path) {
+  FdGuard dir{::open(dir_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
   if (dir.fd >= 0) fsync_retrying(dir.fd);
 }
 
@@ -100,7 +103,14 @@ void ResultFile::write_text(const std::string& text) {
   }
 }
 
-void ResultFile::commit() {
+void DirectorySyncs::add_parent_of(const std::string& path) { dirs_.insert(parent_of(path)); }
+
+void DirectorySyncs::sync() {
+  for (const std::string& dir : dirs_) sync_directory(dir);
+  dirs_.clear();
+}
+
+void ResultFile::commit(DirectorySyncs* later) {
   require_open("commit");
   if (std::fflush(file_) != 0) fail("cannot write result file");
   if (fsync_retrying(::fileno(file_)) != 0) fail("cannot fsync result file");
@@ -110,7 +120,11 @@ void ResultFile::commit() {
     fail("cannot rename " + temp_path_ + " into place");
   }
   state_ = State::kCommitted;
-  sync_parent_directory(final_path_);
+  if (later) {
+    later->add_parent_of(final_path_);
+  } else {
+    sync_directory(parent_of(final_path_));
+  }
 }
 
 void ResultFile::abandon() {

@@ -6,11 +6,30 @@
 #include <cstdio>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 namespace corepool {
+
+// Directories whose renames are not durable yet. A committer with more
+// results queued defers each directory's fsync (ResultFile::commit(&later))
+// and syncs each directory once when its queue runs empty: 200 results
+// committed at once then cost one directory fsync, not 200 (0.1-0.15 ms each
+// on this VM's ext4, AMD EPYC Zen 5). Used by one thread at a time.
+class DirectorySyncs {
+ public:
+  // The directory that holds `path` (".": the current one).
+  void add_parent_of(const std::string& path);
+  // Fsyncs every directory added since the last sync, once each; best effort,
+  // as for a single commit.
+  void sync();
+  size_t pending() const { return dirs_.size(); }
+
+ private:
+  std::set<std::string> dirs_;
+};
 
 class ResultFile {
  public:
@@ -27,10 +46,11 @@ class ResultFile {
   void write_line(const nlohmann::json& line);
   // Appends text as it is (the other formats' lines, output_format.h); same throws.
   void write_text(const std::string& text);
-  // Flushes, fsyncs, renames to the final path. Throws std::runtime_error on
+  // Flushes, fsyncs, renames to the final path, then fsyncs its directory, or
+  // with `later` leaves that to later.sync(). Throws std::runtime_error on
   // failure (the temporary file is then removed), std::logic_error if the file
   // was already committed or abandoned.
-  void commit();
+  void commit(DirectorySyncs* later = nullptr);
   // Drops the temporary file (also done by the destructor if not committed).
   // Does nothing after commit() or a previous abandon().
   void abandon();

@@ -35,8 +35,8 @@ void ResultWriter::summary(nlohmann::json summary) {
   if (has_summary_line(spec_.format)) write({{"summary", std::move(summary)}});
 }
 
-void ResultWriter::commit() {
-  if (out_) out_->commit();
+void ResultWriter::commit(DirectorySyncs* later) {
+  if (out_) out_->commit(later);
 }
 
 void ResultWriter::abandon() {

@@ -36,8 +36,9 @@ class ResultWriter {
   void event(const Event& e);
   // JSON Lines and timeline only: the summary line; the other formats have none.
   void summary(nlohmann::json summary);
-  // Renames a result file into place; nothing for standard output.
-  void commit();
+  // Renames a result file into place (ResultFile::commit, `later` as there);
+  // nothing for standard output.
+  void commit(DirectorySyncs* later = nullptr);
   // Drops a result file's temporary file; nothing for standard output.
   void abandon();
 

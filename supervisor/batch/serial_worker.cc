@@ -24,6 +24,11 @@ void SerialWorker::post(std::function<void()> task) {
   work_cv_.notify_one();
 }
 
+size_t SerialWorker::queued() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return tasks_.size();
+}
+
 void SerialWorker::drain() {
   std::unique_lock<std::mutex> lock(mu_);
   idle_cv_.wait(lock, [this] { return tasks_.empty() && !running_; });

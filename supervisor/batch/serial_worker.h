@@ -24,6 +24,9 @@ class SerialWorker {
   SerialWorker& operator=(const SerialWorker&) = delete;
 
   void post(std::function<void()> task);
+  // Tasks posted and not yet started. A task that sees 0 is the last one
+  // posted so far (the drivers' commits sync their directories then).
+  size_t queued();
   // Returns once every task posted before the call has run. A task that threw
   // is rethrown here (the first one; the tasks after it still ran).
   void drain();

@@ -114,6 +114,30 @@ TEST_F(ResultFileTest, CommitReplacesAnOlderResult) {
   EXPECT_EQ(read_lines(final_path), std::vector<std::string>{"{\"summary\":1}"});
 }
 
+// A commit with `later` renames into place at once and leaves the directory's
+// fsync to later.sync(): three results in two directories pend two syncs,
+// which one sync() does; a commit without `later` pends nothing.
+TEST_F(ResultFileTest, ACommitWithLaterIsInPlaceAndPendsItsDirectoryOnce) {
+  DirectorySyncs later;
+  for (const std::string name : {"a/one.jsonl", "a/two.jsonl", "b/three.jsonl"}) {
+    ResultFile result(path(name));
+    result.write_line({{"summary", name}});
+    result.commit(&later);
+    EXPECT_EQ(read_lines(path(name)).size(), 1u) << name << " is not in place before the sync";
+  }
+  EXPECT_EQ(later.pending(), 2u);
+  later.sync();
+  EXPECT_EQ(later.pending(), 0u);
+  ResultFile alone(path("c/four.jsonl"));
+  alone.write_line({{"summary", 4}});
+  alone.commit();
+  EXPECT_EQ(later.pending(), 0u);
+  later.add_parent_of("relative.jsonl");  // no directory in the path: the current one
+  EXPECT_EQ(later.pending(), 1u);
+  later.sync();
+  EXPECT_EQ(later.pending(), 0u);
+}
+
 TEST_F(ResultFileTest, DestroyingWithoutCommitLeavesNothingBehind) {
   const std::string final_path = path("sub/out.jsonl");
   {

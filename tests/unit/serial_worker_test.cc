@@ -41,6 +41,27 @@ TEST(SerialWorkerTest, TasksRunInPostedOrderOneAtATimeOffTheCallersThread) {
   EXPECT_FALSE(on_caller);
 }
 
+// queued() counts the tasks not yet started: two behind a running one, and
+// none, seen from the last task itself (the drivers sync their directories then).
+TEST(SerialWorkerTest, QueuedCountsTheTasksNotYetStarted) {
+  SerialWorker worker;
+  std::atomic<bool> release{false};
+  std::atomic<bool> started{false};
+  std::atomic<size_t> seen_by_last{99};
+  worker.post([&] {
+    started = true;
+    while (!release) std::this_thread::sleep_for(1ms);
+  });
+  worker.post([] {});
+  worker.post([&] { seen_by_last = worker.queued(); });
+  while (!started) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(worker.queued(), 2u);
+  release = true;
+  worker.drain();
+  EXPECT_EQ(worker.queued(), 0u);
+  EXPECT_EQ(seen_by_last, 0u);
+}
+
 TEST(SerialWorkerTest, DrainWaitsForEveryTaskPostedBeforeIt) {
   SerialWorker worker;
   std::atomic<int> done{0};
