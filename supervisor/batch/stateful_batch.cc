@@ -1,18 +1,22 @@
-// The stateful batch driver. The calling thread decodes a file whole, hands
-// its samples to the StreamScorer (which cuts it in lanes and threads each
-// lane's state through its chunks), and otherwise only pumps: it submits the
-// ready lanes' next chunks together, so an engine finds up to max_batch
-// streams' chunks queued and runs them in one call. Files are opened while the
-// live lanes leave room in the executor's queue, so a directory of short clips
-// and one long file in lanes both keep every engine's batch full. A file's
-// events are made from all its scores at once (speech_events.h) and committed
-// on a SerialWorker, like the stateless driver's.
+// The stateful batch driver. The calling thread (with one helper per further
+// cpu) decodes files whole, hands their samples to the StreamScorer (which
+// cuts each in lanes and threads each lane's state through its chunks), and
+// otherwise only pumps: it submits the ready lanes' next chunks together, so an
+// engine finds up to max_batch streams' chunks queued and runs them in one
+// call. Files are opened while the live lanes leave room in the executor's
+// queue (the first ones while the engines start), so a directory of short
+// clips and one long file in lanes both keep every engine's batch full. A
+// file's events are made from all its scores at once (speech_events.h) and
+// committed on a SerialWorker, like the stateless driver's.
 // Decoding whole costs 64 KB per second of audio at 16 kHz (lanes need random
-// access): memory grows with the longest file, unlike the stateless driver.
+// access): memory grows with the open files (up to a window of them beyond
+// the queue's room), unlike the stateless driver.
 #include "supervisor/batch/stateful_batch.h"
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <future>
 #include <map>
 #include <mutex>
 
@@ -23,16 +27,21 @@
 #include "audio/event_json.h"
 #include "audio/speech_events.h"
 #include "supervisor/batch/event_filter.h"
+#include "supervisor/batch/parallel_each.h"
 #include "supervisor/batch/result_path.h"
 #include "supervisor/batch/result_writer.h"
 #include "supervisor/batch/serial_worker.h"
 #include "supervisor/batch/stream_scorer.h"
+#include "worker/host/cpus.h"
 
 namespace corepool {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
+
+constexpr size_t kOpenWindow = 4;    // files per cpu opened at once (open_window())
+constexpr size_t kEarlyLanes = 256;  // lanes opened before the engines are up at most (open_until())
 
 struct StreamFile {
   BatchInput input;
@@ -55,6 +64,8 @@ class StatefulRun {
     output_.high_freq_hz = model.sample_rate / 2.0;
   }
 
+  // Opens files until started() says the engines are up (see open_until()).
+  void open_until(const std::vector<BatchInput>& todo, const std::function<bool()>& started);
   void run(const std::vector<BatchInput>& todo, Executor& executor);
   void on_complete(SegmentResult&& r) { scorer_.on_complete(std::move(r)); }
   void fail_input(const std::string& key, const std::string& message);
@@ -62,7 +73,15 @@ class StatefulRun {
   BatchStats& stats() { return stats_; }
 
  private:
-  void open_file(const BatchInput& input);  // a failure is reported, never thrown
+  struct Opened {
+    std::unique_ptr<StreamFile> file;
+    std::shared_ptr<std::vector<float>> samples;
+    std::string error;    // why it could not be opened: reported by admit()
+    std::string warning;  // what its decoding skipped
+  };
+  Opened prepare(const BatchInput& input);  // never throws; any thread
+  void admit(Opened&& opened);
+  bool open_window(const std::vector<BatchInput>& todo);
   void scored(uint64_t id, std::vector<float> scores, const std::string& error);  // feeding thread
   void commit(StreamFile& file);  // on committer_
   std::vector<Event> events_of(const StreamFile& file) const;
@@ -74,41 +93,56 @@ class StatefulRun {
   std::mutex mu_;  // stats_ and progress_ lines (the committer and the feeding thread)
   std::map<uint64_t, std::unique_ptr<StreamFile>> files_;  // the feeding thread's own
   uint64_t next_id_ = 0;
+  size_t next_input_ = 0;                  // the first input not yet opened
+  const int openers_ = usable_cpus().usable;  // threads that open files
   BatchStats stats_;
   StreamScorer scorer_;
+  DirectorySyncs syncs_;    // renames not yet durable: the committer's own
   SerialWorker committer_;  // last: its thread stops before the members it uses go
 };
 
-void StatefulRun::open_file(const BatchInput& input) {
-  auto file = std::make_unique<StreamFile>();
-  file->input = input;
-  auto samples = std::make_shared<std::vector<float>>();
+// Decodes the input whole and creates its result file; safe on any thread
+// (of the run it reads only constants, and output_ whose writers share an atomic).
+StatefulRun::Opened StatefulRun::prepare(const BatchInput& input) {
+  Opened opened;
+  opened.file = std::make_unique<StreamFile>();
+  opened.file->input = input;
+  opened.samples = std::make_shared<std::vector<float>>();
   try {
     constexpr size_t kBlockFrames = 32768;
     std::unique_ptr<AudioStream> stream =
         input.pipe ? std::make_unique<AudioStream>(AudioSource::standard_input(kStdinName, options_.raw),
                                                    model_.sample_rate, kBlockFrames, options_.audio_stream)
                    : std::make_unique<AudioStream>(input.path, model_.sample_rate, kBlockFrames, options_.audio_stream);
-    while (stream->read(*samples)) {
+    while (stream->read(*opened.samples)) {
     }
     if (!stream->skipped().empty()) {
-      file->skipped = skipped_json(stream->skipped());
-      progress_.print_line("warning: " + input.path + ": " + skipped_text(stream->skipped()));
+      opened.file->skipped = skipped_json(stream->skipped());
+      opened.warning = "warning: " + input.path + ": " + skipped_text(stream->skipped());
     }
     // Validated and read before the result file exists: errors never leave a partial result.
     const std::string out_path = options_.out_dir == "-" ? ""
                                                          : result_path(options_.out_dir, input.relative,
                                                                        result_extension(options_.format));
-    file->out = std::make_unique<ResultWriter>(output_, input.relative, input.path,
-                                               out_path.empty() ? nullptr : std::make_unique<ResultFile>(out_path));
+    opened.file->out = std::make_unique<ResultWriter>(
+        output_, input.relative, input.path, out_path.empty() ? nullptr : std::make_unique<ResultFile>(out_path));
   } catch (const std::exception& e) {
-    fail_input(input.relative, e.what());
+    opened.error = e.what();
+  }
+  return opened;
+}
+
+// On the feeding thread, in the inputs' order: the file becomes a stream.
+void StatefulRun::admit(Opened&& opened) {
+  if (!opened.error.empty()) {
+    fail_input(opened.file->input.relative, opened.error);
     return;
   }
-  file->samples = static_cast<int64_t>(samples->size());
+  if (!opened.warning.empty()) progress_.print_line(opened.warning);
+  opened.file->samples = static_cast<int64_t>(opened.samples->size());
   const uint64_t id = next_id_++;
-  files_[id] = std::move(file);
-  scorer_.add(id, std::move(samples));
+  files_[id] = std::move(opened.file);
+  scorer_.add(id, std::move(opened.samples));
 }
 
 void StatefulRun::scored(uint64_t id, std::vector<float> scores, const std::string& error) {
@@ -122,18 +156,42 @@ void StatefulRun::scored(uint64_t id, std::vector<float> scores, const std::stri
   committer_.post([this, file] { commit(*file); });
 }
 
+// Opens the next window of files (kOpenWindow per cpu) on every cpu and makes
+// them streams in the inputs' order. While files open, the engines have nothing
+// new to run, and one thread decoding left the other cpus idle (200 files of
+// 3 s: 70 ms on one thread, a fifth of the run, AMD EPYC Zen 5). False when
+// every input is open.
+bool StatefulRun::open_window(const std::vector<BatchInput>& todo) {
+  if (next_input_ >= todo.size()) return false;
+  const size_t n = std::min(todo.size() - next_input_, kOpenWindow * static_cast<size_t>(openers_));
+  std::vector<Opened> opened(n);
+  parallel_each(n, openers_, [&](size_t i) { opened[i] = prepare(todo[next_input_ + i]); });
+  for (Opened& o : opened) admit(std::move(o));
+  next_input_ += n;
+  return true;
+}
+
+// While the engines start (each warms up on a full batch, tens of ms, and
+// LibTorch optimises their shared graph one engine at a time), the first files
+// open on the cpus they leave idle, up to kEarlyLanes.
+void StatefulRun::open_until(const std::vector<BatchInput>& todo, const std::function<bool()>& started) {
+  while (!started() && scorer_.live_lanes() < kEarlyLanes && open_window(todo)) {
+  }
+}
+
 // Files open while the live lanes fit the executor's queue (one task each at
 // most), all that fit before their lanes go out together. Sending each file's
 // lane as soon as it was open made the engines run calls of a few chunks while
 // the next files decoded, on the cpus the decoding needed: 200 files of 3 s
 // took 1.1 s to open here (`strace -tt`), each lane starting that much later,
-// against about 0.1 s opened in one go before the first call.
+// against about 0.1 s opened in one go before the first call. A window may
+// overshoot the queue by a few files' lanes; pump() then submits one by one.
 void StatefulRun::run(const std::vector<BatchInput>& todo, Executor& executor) {
   const size_t room = std::max<size_t>(1, executor.stats().depth);
-  size_t next_input = 0;
   for (;;) {
-    while (next_input < todo.size() && scorer_.live_lanes() < room) open_file(todo[next_input++]);
-    if (!scorer_.pump(executor) && next_input >= todo.size()) return;
+    while (scorer_.live_lanes() < room && open_window(todo)) {
+    }
+    if (!scorer_.pump(executor) && next_input_ >= todo.size()) return;
   }
 }
 
@@ -175,12 +233,14 @@ void StatefulRun::commit(StreamFile& file) {
                       {"x_realtime", rounded(wall > 0 ? duration / wall : 0.0, 1e1)}};
       if (!file.skipped.is_null()) summary["skipped"] = file.skipped;
       file.out->summary(std::move(summary));
-      file.out->commit();
+      file.out->commit(&syncs_);
     } catch (const std::exception& e) {
       file.error = file.input.path + ": " + e.what();
     }
   }
   if (!file.error.empty()) file.out->abandon();
+  // The last commit queued syncs the directories of the renames before it, once each.
+  if (committer_.queued() == 0) syncs_.sync();
   std::lock_guard<std::mutex> lock(mu_);
   if (file.error.empty()) {
     ++stats_.files_ok;
@@ -211,7 +271,11 @@ BatchStats run_stateful_inputs(const BatchOptions& options, const ModelConfig& m
   for (const auto& e : errors) run.fail_input(e.key, e.message);
   Clock::time_point ready, drained;
   {
-    std::unique_ptr<Executor> executor = make_executor([&run](SegmentResult&& r) { run.on_complete(std::move(r)); });
+    std::future<std::unique_ptr<Executor>> starting = std::async(std::launch::async, [&] {
+      return make_executor([&run](SegmentResult&& r) { run.on_complete(std::move(r)); });
+    });
+    run.open_until(todo, [&] { return starting.wait_for(std::chrono::seconds(0)) == std::future_status::ready; });
+    std::unique_ptr<Executor> executor = starting.get();  // rethrows what stopped the engines from starting
     ready = Clock::now();
     run.run(todo, *executor);
     executor->wait_idle();

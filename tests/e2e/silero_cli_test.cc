@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -70,6 +73,34 @@ TEST_P(SileroCliTest, TimelineFormatPrintsTheSpeechEvents) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("speech"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("28.0 s of audio"), std::string::npos) << r.out;
+}
+
+// A directory's files open several at a time, on every cpu: two bad ones
+// among ten good ones each get their line naming the file, every good one its
+// result, and no temporary file is left behind.
+TEST_P(SileroCliTest, BadFilesAmongGoodOnesEachGetTheirLineAndTheRestTheirResults) {
+  const std::string in = dir_.path() + "/in";
+  ASSERT_EQ(::mkdir(in.c_str(), 0755), 0);
+  for (int i = 0; i < 10; ++i) {
+    synth::write_samples(in + "/clip" + std::to_string(i) + ".wav", synth::demo_samples(16000), 16000);
+  }
+  {
+    std::ofstream text(in + "/clip3b.wav");
+    text << "not audio at all\n";
+    std::ofstream empty(in + "/clip7b.wav");
+  }
+  const std::string out = dir_.path() + "/out";
+  const auto r = testing::corepool_cli({"batch", "--model", kDir, "--mode", GetParam(), "--out", out, in}, dir_);
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("clip3b.wav"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("clip7b.wav"), std::string::npos) << r.err;
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(out)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  std::vector<std::string> expected;
+  for (int i = 0; i < 10; ++i) expected.push_back("clip" + std::to_string(i) + ".wav.jsonl");
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(names, expected);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, SileroCliTest, ::testing::Values("thread", "process"));

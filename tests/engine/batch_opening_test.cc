@@ -9,7 +9,12 @@
 // out: the first chunks of all of them share the first call.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <filesystem>
 #include <map>
+#include <stdexcept>
+#include <thread>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -107,6 +112,47 @@ TEST(BatchOpeningTest, AStatefulModelsFilesOpenTogetherAndTheirFirstChunksShareO
   EXPECT_EQ(stats.files_ok, 8u);
   ASSERT_EQ(first_chunk_batches.size(), 8u);
   for (const uint32_t b : first_chunk_batches) EXPECT_EQ(b, 8u) << "a file's first chunk ran in a call of " << b;
+}
+
+// A stateful run opens its first files while the engines start. Engines that
+// fail to start (here after 200 ms, time enough for every file to open) fail
+// the run with their error, and the files opened meanwhile leave no temporary
+// result file behind.
+TEST(BatchOpeningTest, EnginesThatFailToStartLeaveNoTemporaryFileOfTheFilesOpenedMeanwhile) {
+  SKIP_WITHOUT_SILERO();
+  testing::TempDir dir;
+  BatchOptions options;
+  for (int i = 0; i < 8; ++i) {
+    const std::string wav = dir / ("clip" + std::to_string(i) + ".wav");
+    synth::write_audio(wav, synth::demo_of_seconds(2));
+    options.paths.push_back(wav);
+  }
+  options.out_dir = dir / "out";
+  auto model = load_model(testing::kSileroDir);
+  std::atomic<bool> asked{false};
+  const ExecutorFactory failing = [&](Executor::Completion) -> std::unique_ptr<Executor> {
+    asked = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    throw std::runtime_error("engine 0 failed to start");
+  };
+  EXPECT_THROW(
+      {
+        try {
+          run_batch(options, model->config, failing);
+        } catch (const std::runtime_error& e) {
+          EXPECT_STREQ(e.what(), "engine 0 failed to start");
+          throw;
+        }
+      },
+      std::runtime_error);
+  EXPECT_TRUE(asked);
+  std::vector<std::string> left;
+  if (std::filesystem::exists(options.out_dir)) {
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(options.out_dir)) {
+      if (entry.is_regular_file()) left.push_back(entry.path().string());
+    }
+  }
+  EXPECT_TRUE(left.empty()) << left.size() << " file(s) left, the first " << left.front();
 }
 
 TEST(BatchOpeningTest, ProcessModeStartsEveryWorkerOnAFullBatch) { expect_full_first_batches("process"); }
