@@ -13,7 +13,9 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
+#include "config/model_config.h"
 #include "supervisor/bench/bench_report.h"
 #include "supervisor/bench/core_peak.h"
 #include "tools/audio_synth.h"
@@ -188,6 +190,19 @@ std::string run_self(const std::vector<std::string>& args) {
   return out;
 }
 
+namespace {
+
+// A model.toml that does not load is left to run_bench, which reports the model's error.
+bool is_stateful_model(const std::string& model_dir) {
+  try {
+    return load_model_config(model_dir + "/model.toml").is_stateful();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace
+
 ExitCode run_bench_command(BenchOptions o, const Config& config) {
   o.model_dir = config.model_dir;
   o.workers = config.workers;
@@ -196,6 +211,16 @@ ExitCode run_bench_command(BenchOptions o, const Config& config) {
   o.kernels = config.kernels;
   o.pin = config.pin_threads && o.pin;
   if (!o.point.empty()) return run_bench_point(o, config);
+  // Every point runs one item per segment through forward(); a stateful
+  // model's method takes a chunk and its stream's state. Its throughput is
+  // measured by `corepool batch` itself (bench/silero-bench.sh, beside its bare
+  // ceiling): refused here in one line, not with LibTorch's stack trace.
+  if (is_stateful_model(o.model_dir)) {
+    spdlog::error("bench: {} is a stateful model (model.toml [stateful]); bench measures stateless models. "
+                  "Measure it with `corepool batch --model {} FILES` (its x real time), as bench/silero-bench.sh does",
+                  o.model_dir, o.model_dir);
+    return ExitCode::kUsage;
+  }
   return run_bench(o);
 }
 

@@ -114,5 +114,19 @@ TEST(SileroCliFlags, StatefulFlagsOnAStatelessModelAreOneLineErrors) {
   EXPECT_NE(r.err.find("--min-speech-ms: only for a stateful model"), std::string::npos) << r.err;
 }
 
+// `corepool bench` measures one item per forward(); a stateful model gets one
+// line saying so and where its speed is measured, not LibTorch's stack trace
+// from a child (exit 4, as it was).
+TEST(SileroCliFlags, BenchRefusesAStatefulModelInOneLine) {
+  SKIP_WITHOUT_SILERO();
+  testing::TempDir dir{"corepool-silero-bench"};
+  const auto r = testing::corepool_cli({"bench", "--model", kDir, "--out", dir.path() + "/bench"}, dir);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("is a stateful model (model.toml [stateful]); bench measures stateless models"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("frame #"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace corepool
