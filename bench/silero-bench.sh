@@ -41,12 +41,17 @@ for round in $(seq "${ROUNDS:-1}"); do
     name=corepool
     [ "$bin" = "$BUILD/supervisor/corepool" ] || name="baseline"
     for mode in thread process; do
-      for set in long short; do
+      # "short, stdout": the same 200 files with their events on standard output
+      # (--out -), no result files: what the filesystem's file creation costs.
+      for run in long short short-stdout; do
+        set=${run%-stdout}
+        out="$WORK/out-$mode-$set"
+        [ "$run" = "$set" ] || out=-
         start=$(date +%s.%N)
         line=$("$bin" batch --model "$MODEL" --mode "$mode" --force --no-progress \
-                 --out "$WORK/out-$mode-$set" "$WORK/$set" 2>&1 | grep 'real time' | tail -n 1)
+                 --out "$out" "$WORK/$set" 2>&1 >/dev/null | grep 'real time' | tail -n 1)
         end=$(date +%s.%N)
-        echo "$name $mode, $set: ${line#*] } (process start to exit: $(awk "BEGIN{printf \"%.2f\", $end - $start}") s)"
+        echo "$name $mode, ${run/-/, }: ${line#*] } (process start to exit: $(awk "BEGIN{printf \"%.2f\", $end - $start}") s)"
       done
     done
   done

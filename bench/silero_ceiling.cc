@@ -6,6 +6,7 @@
 // microseconds per chunk and the x real time ONE core can reach, so that
 // `corepool batch`'s figure per core can be read against it in the same run.
 // Prints figures; passes or fails on nothing but errors.
+// It runs on jemalloc, as corepool does (--allocator system for glibc's malloc).
 //   corepool-silero-ceiling --model build/models/silero-vad [--batches 64,128,256,512] [--seconds 1]
 #include <algorithm>
 #include <chrono>
@@ -20,6 +21,7 @@
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/script.h>
 
+#include "supervisor/pool/allocator.h"
 #include "worker/model/model.h"
 #include "worker/model/torch_module.h"
 #include "worker/runtime.h"
@@ -68,11 +70,21 @@ std::vector<int64_t> parse_batches(const std::string& text) {
 int run_main(int argc, char** argv) {
   std::string model_dir = "build/models/silero-vad", batches_text = "64,128,256,512";
   double seconds = 1.5;
+  std::string allocator = "jemalloc";
   CLI::App app{"corepool-silero-ceiling: one thread, tight forward() loop of a stateful model's method"};
   app.add_option("--model", model_dir, "a stateful model directory");
   app.add_option("--batches", batches_text, "batch sizes, comma-separated");
   app.add_option("--seconds", seconds, "timed seconds per batch size and form");
+  app.add_option("--allocator", allocator, "jemalloc (as corepool runs) or system")
+      ->check(CLI::IsMember({"jemalloc", "system"}));
   CLI11_PARSE(app, argc, argv);
+  // On the allocator corepool runs on (and OPENBLAS_NUM_THREADS=1, as there):
+  // under glibc's malloc this loop ran 17-18 us per chunk at batch 128-256,
+  // under jemalloc 12.8-13.4 us (AMD EPYC Zen 5), and corepool's one engine at
+  // batch 200 ran 13.3: a ceiling below what corepool does is no ceiling.
+  if (const std::string problem = ensure_allocator(allocator, argv); !problem.empty()) {
+    throw std::runtime_error("cannot run on " + allocator + ": " + problem);
+  }
   spdlog::set_level(spdlog::level::warn);
   configure_runtime_threads({1, 1});  // as an engine runs: one thread, the same graph executor settings
   auto model = load_model(model_dir);
@@ -92,8 +104,8 @@ int run_main(int argc, char** argv) {
     torch::jit::Module* module;
   };
   const Form forms[] = {{"as loaded", &loaded}, {"frozen", &frozen}, {"frozen+optimize_for_inference", &optimized}};
-  std::printf("ceiling, 1 thread, %s.%s: us per chunk (x real time per core)\n", model_dir.c_str(),
-              c.stateful.method.c_str());
+  std::printf("ceiling, 1 thread, %s, %s.%s: us per chunk (x real time per core)\n", allocator_in_use().c_str(),
+              model_dir.c_str(), c.stateful.method.c_str());
   std::printf("%8s", "batch");
   for (const Form& f : forms) std::printf(" %32s", f.name);
   std::printf("\n");
