@@ -67,7 +67,8 @@ struct ExecutorStats {
 class Executor {
  public:
   // Called exactly once per submitted task, on an engine thread (thread mode)
-  // or the supervisor's loop thread (process mode). Must not call submit().
+  // or the supervisor's loop thread (process mode). Must not call submit(),
+  // nor try_submit() unless submits_from_completions().
   using Completion = std::function<void(SegmentResult&&)>;
 
   virtual ~Executor() = default;
@@ -89,6 +90,11 @@ class Executor {
   virtual int workers() const = 0;
   // Thread-safe and cheap: callable from any thread while work runs.
   virtual ExecutorStats stats() const = 0;
+  // True when a Completion may call try_submit() (never submit()): thread
+  // mode runs completions on its engine threads outside every lock of its own.
+  // The process pool runs them on its loop thread, which holds the loop's lock
+  // that try_submit() takes: false.
+  virtual bool submits_from_completions() const { return false; }
 };
 
 }  // namespace corepool

@@ -1,7 +1,10 @@
 // Thread mode: N engine threads inside this process, each pinned to one usable
 // cpu, all sharing ONE set of weights (one LoadedModel). A bounded queue feeds
-// them; each thread takes up to max_batch segments per forward(). Owned by the
-// command that runs it; the destructor drains the queue and joins the threads.
+// them; each thread takes up to max_batch segments per forward(). Tasks a
+// completion submits on an engine's own thread go to that engine's own queue,
+// which it takes first: a stateful model's lanes keep to the engine whose call
+// they were in. Owned by the command that runs it; the destructor drains the
+// queues and joins the threads.
 #pragma once
 
 #include <chrono>
@@ -41,6 +44,7 @@ class ThreadExecutor final : public Executor {
   void cancel(uint64_t stream) override;
   int workers() const override { return options_.threads; }
   ExecutorStats stats() const override;
+  bool submits_from_completions() const override { return true; }
 
   // Segments per forward() so far, for the batch-size histogram in bench output.
   double mean_batch() const;
@@ -56,7 +60,8 @@ class ThreadExecutor final : public Executor {
 
   void run(int slot);
   // Up to max_batch tasks and, per task, the nanoseconds it waited in the queue.
-  std::vector<SegmentTask> take_batch(std::vector<uint64_t>& queue_ns, const EngineArena& arena);
+  std::vector<SegmentTask> take_batch(int slot, std::vector<uint64_t>& queue_ns, const EngineArena& arena);
+  bool has_work(int slot) const;  // requires mu_
   void finish_batch(size_t n);
   void reject_misshapen(std::vector<SegmentTask>& batch, std::vector<uint64_t>& queue_ns);
   void run_batch(Engine& engine, int slot, std::vector<SegmentTask>& batch, const std::vector<uint64_t>& queue_ns);
@@ -71,7 +76,8 @@ class ThreadExecutor final : public Executor {
   std::condition_variable space_ready_;  // in_flight_ dropped below depth
   std::condition_variable idle_;         // in_flight_ reached 0
   std::deque<Queued> queue_;
-  size_t in_flight_ = 0;                 // queued + running
+  std::vector<std::deque<Queued>> own_;  // per engine: what its completions submitted (submit_own())
+  size_t in_flight_ = 0;                 // queued (either kind) + running
   size_t waiting_ = 0;                   // engine threads waiting in take_batch() for work
   size_t depth_ = 0;
   bool stopping_ = false;

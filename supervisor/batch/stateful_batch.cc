@@ -187,12 +187,16 @@ void StatefulRun::open_until(const std::vector<BatchInput>& todo, const std::fun
 // against about 0.1 s opened in one go before the first call. A window may
 // overshoot the queue by a few files' lanes; pump() then submits one by one.
 void StatefulRun::run(const std::vector<BatchInput>& todo, Executor& executor) {
-  const size_t room = std::max<size_t>(1, executor.stats().depth);
+  // Half the queue: an engine call's lanes submit their next chunks before
+  // the call's own tasks leave the queue's count (StreamScorer::attach()).
+  const size_t room = std::max<size_t>(1, executor.stats().depth / 2);
+  scorer_.attach(&executor);
   for (;;) {
     while (scorer_.live_lanes() < room && open_window(todo)) {
     }
-    if (!scorer_.pump(executor) && next_input_ >= todo.size()) return;
+    if (!scorer_.pump(executor) && next_input_ >= todo.size()) break;
   }
+  scorer_.attach(nullptr);
 }
 
 std::vector<Event> StatefulRun::events_of(const StreamFile& file) const {

@@ -10,6 +10,19 @@
 #include "worker/stateful_task.h"
 
 namespace corepool {
+namespace {
+
+// The lanes of the engine call whose results this thread is delivering now.
+// A thread-mode engine delivers a call's results one after the other on its
+// own thread, so its call's lanes gather here, apart from another engine's
+// call whose results come in at the same moment (see continue_call()).
+struct CallLanes {
+  const void* scorer = nullptr;
+  std::vector<uint64_t> lanes;
+};
+thread_local CallLanes t_call;
+
+}  // namespace
 
 StreamScorer::StreamScorer(const ModelConfig& model, Done done) : model_(model), done_(std::move(done)) {}
 
@@ -57,10 +70,23 @@ SegmentTask StreamScorer::next_task(TaskSource&& src) const {
                        std::max<int64_t>(0, to - from), offset, src.state);
 }
 
+void StreamScorer::attach(Executor* executor) {
+  std::lock_guard<std::mutex> lock(mu_);
+  inline_executor_ = executor && executor->submits_from_completions() ? executor : nullptr;
+}
+
 void StreamScorer::on_complete(SegmentResult&& r) {
+  if (record(std::move(r))) continue_call();
+}
+
+// True when this result ended an engine call and its lanes may go on from
+// here (an attached executor); otherwise the feeding thread is woken for them.
+bool StreamScorer::record(SegmentResult&& r) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = lanes_.find(r.stream);
-  if (it == lanes_.end() || static_cast<int64_t>(r.index) != it->second.next) return;  // a late duplicate
+  if (it == lanes_.end() || static_cast<int64_t>(r.index) != it->second.next) {  // a late duplicate
+    return inline_executor_ && ends_call(r);  // it still ends its call on this thread
+  }
   LiveLane& lane = it->second;
   StreamState& stream = streams_.at(lane.stream);
   const size_t labels = model_.labels.size();
@@ -74,11 +100,65 @@ void StreamScorer::on_complete(SegmentResult&& r) {
     take_state(model_, r, lane.state);
     ++lane.next;
   }
-  ready_.push_back(r.stream);
-  if (ends_call(r)) {
-    group_ready_ = true;
-    ready_cv_.notify_one();
+  if (inline_executor_) {
+    if (t_call.scorer != this) t_call = {this, {}};
+    t_call.lanes.push_back(r.stream);
+    return ends_call(r);
   }
+  ready_.push_back(r.stream);
+  if (!ends_call(r)) return false;
+  group_ready_ = true;
+  ready_cv_.notify_one();
+  return false;
+}
+
+// The lanes of the call that just ended on this thread (t_call) that go on;
+// the ones that end join ready_ for the feeding thread.
+std::vector<StreamScorer::TaskSource> StreamScorer::take_continuing() {
+  std::vector<TaskSource> sources;
+  if (t_call.scorer != this) return sources;  // this thread recorded no lane of ours
+  for (const uint64_t id : t_call.lanes) {
+    const LiveLane& lane = lanes_.at(id);
+    if (lane.next < lane.span.end) {
+      sources.push_back(take_source(id));
+    } else {
+      ready_.push_back(id);
+    }
+  }
+  t_call.lanes.clear();
+  return sources;
+}
+
+// The end of an engine call, on its thread: the call's lanes that go on are
+// submitted from here, with no hop through the feeding thread. That hop (a
+// wake-up, a context switch, the tasks built, then the engine woken) left each
+// engine idle about a fifth of the time with two engines on two cpus (Silero,
+// 200 files of 3 s, AMD EPYC Zen 5). Only this call's lanes: taking every
+// ready lane took part of the other engine's call as its results came in, and
+// the two calls settled at 138 and 62 lanes, the larger one setting the pace.
+// Lanes that end, and tasks that did not fit the queue, are left to the
+// feeding thread's pump().
+void StreamScorer::continue_call() {
+  std::vector<TaskSource> sources;
+  Executor* executor = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    executor = inline_executor_;
+    if (executor) sources = take_continuing();
+    if (!executor || !ready_.empty()) {
+      group_ready_ = true;
+      ready_cv_.notify_one();
+    }
+  }
+  if (sources.empty()) return;
+  std::vector<SegmentTask> tasks;
+  tasks.reserve(sources.size());
+  for (TaskSource& src : sources) tasks.push_back(next_task(std::move(src)));
+  if (executor->try_submit(tasks)) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (SegmentTask& t : tasks) overflow_.push_back(std::move(t));
+  group_ready_ = true;
+  ready_cv_.notify_one();
 }
 
 void StreamScorer::end_lane(uint64_t lane_id, std::vector<Finished>& done) {
@@ -121,11 +201,13 @@ void StreamScorer::wait_for_call(std::unique_lock<std::mutex>& lock) {
 bool StreamScorer::pump(Executor& executor, bool wait) {
   std::vector<TaskSource> sources;
   std::vector<Finished> done;
+  std::vector<SegmentTask> tasks;
   {
     std::unique_lock<std::mutex> lock(mu_);
     if (wait) wait_for_call(lock);
     if (lanes_.empty()) return false;
     group_ready_ = false;  // every ready lane goes now
+    tasks.swap(overflow_);
     for (; !ready_.empty(); ready_.pop_front()) {
       const uint64_t id = ready_.front();
       if (lanes_.at(id).next >= lanes_.at(id).span.end) {
@@ -136,8 +218,7 @@ bool StreamScorer::pump(Executor& executor, bool wait) {
     }
   }
   report(done);
-  std::vector<SegmentTask> tasks;
-  tasks.reserve(sources.size());
+  tasks.reserve(tasks.size() + sources.size());
   for (TaskSource& src : sources) tasks.push_back(next_task(std::move(src)));
   // Every live lane has one task queued at most: the caller keeps live lanes
   // within the executor's depth, so this fits; if not, one by one (blocking).

@@ -37,6 +37,13 @@ class StreamScorer {
 
   // Plans `samples` (at the model's rate) in lanes and makes them ready.
   void add(uint64_t stream, std::shared_ptr<const std::vector<float>> samples);
+  // An executor whose completions may submit (Executor::submits_from_completions):
+  // the result that ends an engine call then submits its lanes' next chunks
+  // itself, on the engine's thread, so the engine finds them queued when it
+  // looks for its next batch. nullptr (or any other executor): only pump()
+  // submits. Attach before the first pump(), detach (nullptr) before the
+  // executor goes.
+  void attach(Executor* executor);
   // The executor's completion callback.
   void on_complete(SegmentResult&& r);
   // Waits (if `wait`) until a group of lanes is ready (an engine call's last
@@ -75,11 +82,14 @@ class StreamScorer {
     std::shared_ptr<const std::vector<float>> samples;
     std::vector<float> state;
   };
+  bool record(SegmentResult&& r);                                // on_complete()'s bookkeeping, under mu_
   TaskSource take_source(uint64_t lane_id);                      // requires mu_
   SegmentTask next_task(TaskSource&& src) const;                 // without mu_
   void end_lane(uint64_t lane_id, std::vector<Finished>& done);  // requires mu_
   void report(std::vector<Finished>& done);                     // without mu_
   static bool ends_call(const SegmentResult& r);    // the last result of an engine call
+  std::vector<TaskSource> take_continuing();         // requires mu_: the ended call's lanes with a next chunk
+  void continue_call();                              // without mu_: submits them (see attach())
   void wait_for_call(std::unique_lock<std::mutex>& lock);  // with mu_ held by `lock`
 
   const ModelConfig& model_;
@@ -90,6 +100,8 @@ class StreamScorer {
   std::map<uint64_t, LiveLane> lanes_;  // a task's stream field is its lane's id
   std::deque<uint64_t> ready_;          // lanes with no chunk in flight
   bool group_ready_ = false;            // a call's last result came, or lanes were added, since the last pump
+  Executor* inline_executor_ = nullptr;  // attach()
+  std::vector<SegmentTask> overflow_;    // built by continue_call() but not queued (the queue was full): pump()'s
   uint64_t next_lane_ = 0;
 };
 

@@ -116,9 +116,11 @@ Scored through_corepool(const std::string& mode, int workers, int max_batch, int
   for (size_t i = 0; i < streams().size(); ++i) {
     scorer.add(i, std::make_shared<const std::vector<float>>(streams()[i]));
   }
+  scorer.attach(executor.get());  // as the batch driver does: thread mode's calls go on from their engines
   while (scorer.pump(*executor)) {
   }
   executor->wait_idle();
+  scorer.attach(nullptr);
   out.redispatched = executor->stats().redispatched;
   return out;
 }

@@ -5,7 +5,10 @@
 // waits for the rest (or kStraggler). Silero's own scores: silero_test.cc.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <future>
+#include <thread>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -44,6 +47,23 @@ class HeldExecutor final : public Executor {
  private:
   std::mutex mu_;
   std::vector<std::vector<SegmentTask>> groups_;
+};
+
+// The same, but its completions may submit (as thread mode's may): a call's
+// last result then submits that call's lanes from the thread delivering it.
+class InlineExecutor final : public Executor {
+ public:
+  void submit(SegmentTask task) override { held_.submit(std::move(task)); }
+  bool try_submit(std::vector<SegmentTask>& tasks) override { return held_.try_submit(tasks); }
+  void wait_idle() override {}
+  void cancel(uint64_t) override {}
+  int workers() const override { return 2; }
+  ExecutorStats stats() const override { return {}; }
+  bool submits_from_completions() const override { return true; }
+  std::vector<SegmentTask> take_group() { return held_.take_group(); }
+
+ private:
+  HeldExecutor held_;
 };
 
 // One label, a state of 2 floats, chunks of 4 samples, no context, no lanes.
@@ -108,6 +128,50 @@ TEST_F(StreamScorerTest, APartOfACallWaitsForItsLastResultUntilTheStragglerBound
   ASSERT_TRUE(scorer_.pump(executor_));
   EXPECT_GE(std::chrono::steady_clock::now() - t0, StreamScorer::kStraggler);
   EXPECT_EQ(executor_.take_group().size(), 3u);
+}
+
+// Two engines' calls of two lanes each, their results delivered each on its
+// engine's thread, at once: call A's first result is in (thread 1) when call
+// B's two come (thread 2). The end of call B submits B's two lanes only; call
+// A's go out when A's last result comes. Taking every ready lane at B's end
+// took A's lane too, and the two calls came apart.
+TEST_F(StreamScorerTest, WithAnExecutorThatSubmitsFromCompletionsACallsEndSubmitsOnlyItsOwnLanes) {
+  InlineExecutor inline_executor;
+  scorer_.attach(&inline_executor);
+  for (int i = 0; i < 4; ++i) scorer_.add(i, std::make_shared<const std::vector<float>>(8, 0.1f));
+  ASSERT_TRUE(scorer_.pump(inline_executor, /*wait=*/false));
+  const std::vector<SegmentTask> first = inline_executor.take_group();
+  ASSERT_EQ(first.size(), 4u);
+  const std::vector<SegmentTask> call_a{first[0], first[1]}, call_b{first[2], first[3]};
+  std::promise<void> a_started, b_done;
+  std::vector<SegmentTask> b_next;
+  std::thread engine_a([&] {
+    scorer_.on_complete(answer(call_a[0], 2, 0));
+    a_started.set_value();
+    b_done.get_future().wait();
+    scorer_.on_complete(answer(call_a[1], 2, 1));
+  });
+  std::thread engine_b([&] {
+    a_started.get_future().wait();
+    scorer_.on_complete(answer(call_b[0], 2, 0));
+    scorer_.on_complete(answer(call_b[1], 2, 1));
+    b_next = inline_executor.take_group();
+    b_done.set_value();
+  });
+  engine_a.join();
+  engine_b.join();
+  const auto streams_of = [](const std::vector<SegmentTask>& tasks) {
+    std::vector<uint64_t> ids;
+    for (const SegmentTask& t : tasks) ids.push_back(t.stream);
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  };
+  EXPECT_EQ(streams_of(b_next), streams_of(call_b)) << "call B's end did not submit B's lanes alone";
+  const std::vector<SegmentTask> a_next = inline_executor.take_group();
+  EXPECT_EQ(streams_of(a_next), streams_of(call_a));
+  for (const SegmentTask& t : a_next) EXPECT_EQ(t.index, 1u) << "lane " << t.stream;
+  for (const SegmentTask& t : b_next) EXPECT_EQ(t.index, 1u) << "lane " << t.stream;
+  scorer_.attach(nullptr);
 }
 
 }  // namespace

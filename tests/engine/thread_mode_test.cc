@@ -145,6 +145,43 @@ TEST(ThreadModeTest, TwoIdleEnginesSplitAQueuedGroupBetweenThem) {
   for (const uint32_t b : batches) EXPECT_LE(b, 20u) << "an engine took more than its half";
 }
 
+// A completion that submits (a stateful model's lanes going on from their
+// call) puts the tasks in its own engine's queue: that engine runs them, as
+// one batch, even while the other engine waits idle for work. Through the
+// common queue the idle engine was woken and took them (the completion below
+// holds its engine 50 ms after the submit, time enough for that).
+TEST(ThreadModeTest, TasksSubmittedByACompletionRunOnItsEngineWhileAnotherIdles) {
+  auto model = load_model(COREPOOL_DEFAULT_MODEL);
+  std::mutex mu;
+  std::map<uint64_t, std::thread::id> ran_on;
+  std::map<uint64_t, uint32_t> batch_of;
+  ThreadExecutor* self = nullptr;
+  std::atomic<bool> resubmitted{false};
+  ThreadExecutor ex(model, {2, 8, 0, {}}, [&](SegmentResult&& r) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ran_on[r.index] = std::this_thread::get_id();
+      batch_of[r.index] = r.timing.batch;
+    }
+    if (r.index != 0 || resubmitted.exchange(true)) return;
+    std::vector<SegmentTask> next;
+    for (uint64_t i = 1; i <= 4; ++i) next.push_back({0, i, segment_for(model->config, i)});
+    EXPECT_TRUE(self->try_submit(next));
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (self->idle_engines() < 1 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  });
+  self = &ex;
+  std::vector<SegmentTask> first{{0, 0, segment_for(model->config, 0)}};
+  ASSERT_TRUE(ex.try_submit(first));
+  ex.wait_idle();
+  ASSERT_EQ(ran_on.size(), 5u);
+  for (uint64_t i = 1; i <= 4; ++i) {
+    EXPECT_EQ(ran_on.at(i), ran_on.at(0)) << "task " << i << " ran on the other engine";
+    EXPECT_EQ(batch_of.at(i), 4u) << "task " << i;
+  }
+}
+
 TEST(ThreadModeTest, AMisshapenSegmentFailsAloneAndTheOthersSucceed) {
   auto model = load_model(COREPOOL_DEFAULT_MODEL);
   std::mutex mu;
