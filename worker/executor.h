@@ -91,9 +91,9 @@ class Executor {
   // Thread-safe and cheap: callable from any thread while work runs.
   virtual ExecutorStats stats() const = 0;
   // True when a Completion may call try_submit() (never submit()): thread
-  // mode runs completions on its engine threads outside every lock of its own.
-  // The process pool runs them on its loop thread, which holds the loop's lock
-  // that try_submit() takes: false.
+  // mode runs completions on its engine threads outside every lock of its own;
+  // the process pool inside a pass of its loop, which then dispatches what
+  // they added before the pass ends. False (the default) for any other.
   virtual bool submits_from_completions() const { return false; }
 };
 

@@ -42,6 +42,9 @@ class ProcessPool final : public Executor {
   void cancel(uint64_t stream) override;
   int workers() const override;
   ExecutorStats stats() const override;
+  // Its completions run inside a pass of the supervisor's loop, which
+  // dispatches what they submit before the pass ends (SupervisorLoop::try_submit).
+  bool submits_from_completions() const override { return true; }
 
   // For tests and benchmarks: current worker pids by slot (0 while respawning),
   // whether every worker is ready, counters, and PSS of supervisor + workers.

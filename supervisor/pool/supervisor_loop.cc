@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <stdexcept>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -18,6 +19,17 @@ constexpr uint64_t kTickMs = 100;              // heartbeat and RSS checks
 constexpr uint64_t kShutdownGraceMs = 5000;    // workers see a stop within their 100 ms wait
 
 SupervisorLoop* self(uv_loop_t* loop) { return static_cast<SupervisorLoop*>(loop->data); }
+
+// The loop this thread holds loop_mu_ of, while it does: completions it
+// delivers then may call try_submit (Executor::submits_from_completions).
+thread_local const void* t_in_pass = nullptr;
+
+// Marks the thread as inside a pass of `loop` for its lifetime.
+struct InPass {
+  explicit InPass(const void* loop) : outer(std::exchange(t_in_pass, loop)) {}
+  ~InPass() { t_in_pass = outer; }
+  const void* outer;
+};
 
 }  // namespace
 
@@ -34,7 +46,7 @@ void SupervisorLoop::supervise(unsigned events) {
   kill_hung(events);                               // heartbeat / start / shutdown deadlines: SIGKILL
   recycle_due(events);                             // one worker past max_requests / max_rss at a time
   bring_to_target_size();                          // fork into slots whose back-off is over
-  dispatch();                                      // the queue to the least-loaded workers
+  dispatch_added();                                // the queue to the least-loaded workers
   close_when_all_reaped();                         // shutting down: the last worker is gone
 }
 
@@ -81,6 +93,18 @@ void SupervisorLoop::bring_to_target_size() {
 
 void SupervisorLoop::dispatch() { dispatcher_.dispatch(table_); }
 
+// Completions delivered in this pass (or by dispatch itself: cancels, a pool
+// with no worker left) may have added tasks: a stateful model's call goes on
+// from its results, and dispatching those now spares the feeding thread's hop.
+void SupervisorLoop::dispatch_added() {
+  if (std::exchange(added_in_pass_, false)) take_submissions();
+  dispatch();
+  while (std::exchange(added_in_pass_, false)) {
+    take_submissions();
+    dispatch();
+  }
+}
+
 void SupervisorLoop::close_when_all_reaped() {
   if (!shutting_down_ || closed_ || !table_.all_reaped()) return;
   closed_ = true;
@@ -106,6 +130,7 @@ SupervisorLoop::SupervisorLoop(WorkerTable& table, Dispatcher& dispatcher, Submi
 
 void SupervisorLoop::on_event(unsigned events) {
   std::lock_guard<std::mutex> loop(loop_mu_);
+  const InPass in_pass(this);
   supervise(events);
 }
 
@@ -140,6 +165,11 @@ void SupervisorLoop::run() {
 void SupervisorLoop::wake() { uv_async_send(&wake_); }  // never blocks: it only writes to the loop's eventfd
 
 bool SupervisorLoop::try_submit(std::vector<SegmentTask>& tasks) {
+  if (t_in_pass == this) {  // a completion inside a pass: loop_mu_ is this thread's already
+    if (!submissions_.try_add(tasks)) return false;
+    added_in_pass_ = true;  // dispatch_added() takes them before the pass ends
+    return true;
+  }
   // Taken first (lock order), but only if free: a busy loop thread is about
   // to look at the submissions anyway, and this caller must never wait.
   std::unique_lock<std::mutex> loop(loop_mu_, std::try_to_lock);
@@ -148,8 +178,13 @@ bool SupervisorLoop::try_submit(std::vector<SegmentTask>& tasks) {
   // thread. Only queue and rings: never while stopping (shutting down touches
   // libuv handles, which only the loop thread may), never reaping or forking.
   if (loop.owns_lock() && !submissions_.stop_requested() && !shutting_down_ && !closed_) {
+    const InPass in_pass(this);
     dispatcher_.take_pending();
     dispatcher_.dispatch(table_);
+    while (std::exchange(added_in_pass_, false)) {
+      dispatcher_.take_pending();
+      dispatcher_.dispatch(table_);
+    }
     return true;
   }
   if (loop.owns_lock()) loop.unlock();  // unlocking a lock not taken throws EPERM

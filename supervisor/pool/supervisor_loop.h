@@ -28,7 +28,9 @@ class SupervisorLoop {
   // Any thread: the loop looks at the submissions soon. Never blocks.
   void wake();
   // Any thread: adds `tasks` (all or none, as Submissions::try_add) and, if
-  // the loop is free right now, dispatches them on this thread.
+  // the loop is free right now, dispatches them on this thread. From a
+  // completion (delivered inside a pass, loop_mu_ held by this thread) it only
+  // adds them, and the pass dispatches them before it ends.
   bool try_submit(std::vector<SegmentTask>& tasks);
 
  private:
@@ -55,6 +57,7 @@ class SupervisorLoop {
   void recycle_due(unsigned events);
   void bring_to_target_size();
   void dispatch();
+  void dispatch_added();  // dispatch(), then again while completions add tasks (try_submit)
   void close_when_all_reaped();
 
   void begin_shutdown();
@@ -75,6 +78,7 @@ class SupervisorLoop {
   // callback, a try_submit() dispatching inline. Taken before any other lock.
   std::mutex loop_mu_;
   bool shutting_down_ = false;  // under loop_mu_
+  bool added_in_pass_ = false;  // under loop_mu_: a completion's try_submit added tasks
   bool closed_ = false;         // under loop_mu_: every handle is closing
 };
 
