@@ -190,18 +190,20 @@ std::string run_self(const std::vector<std::string>& args) {
   return out;
 }
 
-namespace {
-
-// A model.toml that does not load is left to run_bench, which reports the model's error.
-bool is_stateful_model(const std::string& model_dir) {
+bool refuse_stateful_model(const std::string& command, const std::string& model_dir) {
+  bool stateful = false;
   try {
-    return load_model_config(model_dir + "/model.toml").is_stateful();
+    stateful = load_model_config(model_dir + "/model.toml").is_stateful();
   } catch (const std::exception&) {
     return false;
   }
+  if (stateful) {
+    spdlog::error("{}: {} is a stateful model (model.toml [stateful]); {} measures stateless models. "
+                  "Measure it with `corepool batch --model {} FILES` (its x real time), as bench/silero-bench.sh does",
+                  command, model_dir, command, model_dir);
+  }
+  return stateful;
 }
-
-}  // namespace
 
 ExitCode run_bench_command(BenchOptions o, const Config& config) {
   o.model_dir = config.model_dir;
@@ -215,12 +217,7 @@ ExitCode run_bench_command(BenchOptions o, const Config& config) {
   // model's method takes a chunk and its stream's state. Its throughput is
   // measured by `corepool batch` itself (bench/silero-bench.sh, beside its bare
   // ceiling): refused here in one line, not with LibTorch's stack trace.
-  if (is_stateful_model(o.model_dir)) {
-    spdlog::error("bench: {} is a stateful model (model.toml [stateful]); bench measures stateless models. "
-                  "Measure it with `corepool batch --model {} FILES` (its x real time), as bench/silero-bench.sh does",
-                  o.model_dir, o.model_dir);
-    return ExitCode::kUsage;
-  }
+  if (refuse_stateful_model("bench", o.model_dir)) return ExitCode::kUsage;
   return run_bench(o);
 }
 

@@ -25,6 +25,12 @@ ExitCode run_bench_command(BenchOptions options, const Config& config);
 // Orchestrates, writes results and plots, prints a verdict.
 ExitCode run_bench(const BenchOptions& options);
 
+// True, with one error line naming `command` and where such a model's speed
+// is measured, when `model_dir` holds a stateful model: bench and tune time
+// one item per forward(), which a stateful model's method does not take (a
+// model.toml that does not load is left to the command, which reports it).
+bool refuse_stateful_model(const std::string& command, const std::string& model_dir);
+
 // Runs `point` as a child process over `audio` (a point's JSON, see bench_point.cc).
 nlohmann::json run_point_child(const BenchOptions& options, const SweepPoint& point, const std::string& audio);
 

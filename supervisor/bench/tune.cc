@@ -70,6 +70,9 @@ ExitCode run_tune_command(TuneOptions o, const Config& config) {
   o.mode = config.mode;
   o.allocator = config.allocator;
   o.pin = config.pin_threads;
+  // Its sweep ran one stream of the demo, so a batch never held more than one
+  // chunk and the "best" max_batch it printed (4, for Silero) was noise.
+  if (refuse_stateful_model("tune", o.model_dir)) return ExitCode::kUsage;
   return run_tune(o);
 }
 

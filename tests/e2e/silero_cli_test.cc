@@ -128,5 +128,17 @@ TEST(SileroCliFlags, BenchRefusesAStatefulModelInOneLine) {
   EXPECT_EQ(r.err.find("frame #"), std::string::npos) << r.err;
 }
 
+// `corepool tune` timed one stream of a stateful model, whose calls hold one
+// chunk: it printed a max_batch that meant nothing. Refused the same way.
+TEST(SileroCliFlags, TuneRefusesAStatefulModelInOneLine) {
+  SKIP_WITHOUT_SILERO();
+  testing::TempDir dir{"corepool-silero-tune"};
+  const auto r = testing::corepool_cli({"tune", "--model", kDir}, dir);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("tune: " + kDir + " is a stateful model (model.toml [stateful]); tune measures stateless models"),
+            std::string::npos)
+      << r.err;
+}
+
 }  // namespace
 }  // namespace corepool
