@@ -79,8 +79,8 @@ int run_main(int argc, char** argv) {
       ->check(CLI::IsMember({"jemalloc", "system"}));
   CLI11_PARSE(app, argc, argv);
   // On the allocator corepool runs on (and OPENBLAS_NUM_THREADS=1, as there):
-  // under glibc's malloc this loop ran 17-18 us per chunk at batch 128-256,
-  // under jemalloc 12.8-13.4 us (AMD EPYC Zen 5), and corepool's one engine at
+  // under glibc's malloc this loop ran 16.3-18.4 us per chunk at batch 128-256,
+  // under jemalloc 12.8-14.3 us (AMD EPYC Zen 5), and corepool's one engine at
   // batch 200 ran 13.3: a ceiling below what corepool does is no ceiling.
   if (const std::string problem = ensure_allocator(allocator, argv); !problem.empty()) {
     throw std::runtime_error("cannot run on " + allocator + ": " + problem);

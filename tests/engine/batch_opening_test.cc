@@ -13,9 +13,8 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
-#include <stdexcept>
-#include <thread>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -24,6 +23,7 @@
 #include "supervisor/pool/executor_factory.h"
 #include "tests/support/silero_model.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait.h"
 #include "tools/audio_synth.h"
 #include "worker/model/model.h"
 
@@ -76,12 +76,8 @@ void expect_full_first_batches(const std::string& mode) {
 
 TEST(BatchOpeningTest, ThreadModeStartsEveryEngineOnAFullBatch) { expect_full_first_batches("thread"); }
 
-// A stateful model's files (Silero VAD) open together, all that fit the
-// queue, before their lanes go out: the first chunk of each of 8 files runs in
-// one call. Sent as each file opened, the first file's chunk ran alone.
-TEST(BatchOpeningTest, AStatefulModelsFilesOpenTogetherAndTheirFirstChunksShareOneCall) {
-  SKIP_WITHOUT_SILERO();
-  testing::TempDir dir;
+// Eight 2 s clips of the demo in `dir`, their results to dir/out.
+BatchOptions eight_clips(const testing::TempDir& dir) {
   BatchOptions options;
   for (int i = 0; i < 8; ++i) {
     const std::string wav = dir / ("clip" + std::to_string(i) + ".wav");
@@ -89,6 +85,26 @@ TEST(BatchOpeningTest, AStatefulModelsFilesOpenTogetherAndTheirFirstChunksShareO
     options.paths.push_back(wav);
   }
   options.out_dir = dir / "out";
+  return options;
+}
+
+// Regular files under `dir` (none if it does not exist).
+std::vector<std::string> files_under(const std::string& dir) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (std::filesystem::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_regular_file()) found.push_back(it->path().string());
+  }
+  return found;
+}
+
+// A stateful model's files (Silero VAD) open together, all that fit the
+// queue, before their lanes go out: the first chunk of each of 8 files runs in
+// one call. Sent as each file opened, the first file's chunk ran alone.
+TEST(BatchOpeningTest, AStatefulModelsFilesOpenTogetherAndTheirFirstChunksShareOneCall) {
+  SKIP_WITHOUT_SILERO();
+  testing::TempDir dir;
+  const BatchOptions options = eight_clips(dir);
   auto model = load_model(testing::kSileroDir);
   Config config;
   config.mode = "thread";
@@ -115,24 +131,18 @@ TEST(BatchOpeningTest, AStatefulModelsFilesOpenTogetherAndTheirFirstChunksShareO
 }
 
 // A stateful run opens its first files while the engines start. Engines that
-// fail to start (here after 200 ms, time enough for every file to open) fail
+// fail to start (here once all 8 files have their temporary result file) fail
 // the run with their error, and the files opened meanwhile leave no temporary
 // result file behind.
 TEST(BatchOpeningTest, EnginesThatFailToStartLeaveNoTemporaryFileOfTheFilesOpenedMeanwhile) {
   SKIP_WITHOUT_SILERO();
   testing::TempDir dir;
-  BatchOptions options;
-  for (int i = 0; i < 8; ++i) {
-    const std::string wav = dir / ("clip" + std::to_string(i) + ".wav");
-    synth::write_audio(wav, synth::demo_of_seconds(2));
-    options.paths.push_back(wav);
-  }
-  options.out_dir = dir / "out";
+  const BatchOptions options = eight_clips(dir);
   auto model = load_model(testing::kSileroDir);
-  std::atomic<bool> asked{false};
+  std::atomic<bool> all_opened{false};
   const ExecutorFactory failing = [&](Executor::Completion) -> std::unique_ptr<Executor> {
-    asked = true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    all_opened = testing::wait_until([&] { return files_under(options.out_dir).size() == 8; },
+                                     std::chrono::seconds(10));
     throw std::runtime_error("engine 0 failed to start");
   };
   EXPECT_THROW(
@@ -145,13 +155,8 @@ TEST(BatchOpeningTest, EnginesThatFailToStartLeaveNoTemporaryFileOfTheFilesOpene
         }
       },
       std::runtime_error);
-  EXPECT_TRUE(asked);
-  std::vector<std::string> left;
-  if (std::filesystem::exists(options.out_dir)) {
-    for (const auto& entry : std::filesystem::recursive_directory_iterator(options.out_dir)) {
-      if (entry.is_regular_file()) left.push_back(entry.path().string());
-    }
-  }
+  EXPECT_TRUE(all_opened) << "the 8 files did not open while the engines started";
+  const std::vector<std::string> left = files_under(options.out_dir);
   EXPECT_TRUE(left.empty()) << left.size() << " file(s) left, the first " << left.front();
 }
 

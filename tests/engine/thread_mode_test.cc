@@ -169,6 +169,8 @@ TEST(ThreadModeTest, TasksSubmittedByACompletionRunOnItsEngineWhileAnotherIdles)
     EXPECT_TRUE(self->try_submit(next));
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (self->idle_engines() < 1 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+    // The window under test: nothing signals that an idle engine did not take
+    // the tasks, so it is given 50 ms to (it takes them within microseconds).
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   });
   self = &ex;

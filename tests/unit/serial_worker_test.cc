@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -45,18 +46,18 @@ TEST(SerialWorkerTest, TasksRunInPostedOrderOneAtATimeOffTheCallersThread) {
 // none, seen from the last task itself (the drivers sync their directories then).
 TEST(SerialWorkerTest, QueuedCountsTheTasksNotYetStarted) {
   SerialWorker worker;
-  std::atomic<bool> release{false};
-  std::atomic<bool> started{false};
+  std::promise<void> started, release;
+  std::shared_future<void> released = release.get_future().share();
   std::atomic<size_t> seen_by_last{99};
-  worker.post([&] {
-    started = true;
-    while (!release) std::this_thread::sleep_for(1ms);
+  worker.post([&started, released] {
+    started.set_value();
+    released.wait();
   });
   worker.post([] {});
   worker.post([&] { seen_by_last = worker.queued(); });
-  while (!started) std::this_thread::sleep_for(1ms);
+  started.get_future().wait();
   EXPECT_EQ(worker.queued(), 2u);
-  release = true;
+  release.set_value();
   worker.drain();
   EXPECT_EQ(worker.queued(), 0u);
   EXPECT_EQ(seen_by_last, 0u);
