@@ -63,6 +63,7 @@ class ThreadExecutor final : public Executor {
   std::vector<SegmentTask> take_batch(int slot, std::vector<uint64_t>& queue_ns, const EngineArena& arena);
   bool has_work(int slot) const;  // requires mu_
   void finish_batch(size_t n);
+  void end_running();  // the batch take_batch() gave this thread is done
   void reject_misshapen(std::vector<SegmentTask>& batch, std::vector<uint64_t>& queue_ns);
   void run_batch(Engine& engine, int slot, std::vector<SegmentTask>& batch, const std::vector<uint64_t>& queue_ns);
   void account(int slot, size_t segments, double seconds);
@@ -79,6 +80,7 @@ class ThreadExecutor final : public Executor {
   std::vector<std::deque<Queued>> own_;  // per engine: what its completions submitted (submit_own())
   size_t in_flight_ = 0;                 // queued (either kind) + running
   size_t waiting_ = 0;                   // engine threads waiting in take_batch() for work
+  size_t running_ = 0;                   // engine threads holding a batch (taken, not yet finished)
   size_t depth_ = 0;
   bool stopping_ = false;
   uint64_t batches_ = 0;                 // forward() calls
