@@ -70,8 +70,19 @@ class RingProducer {
   // Copies `v` into the next slot. Returns false, changing nothing, when full:
   // the caller must decide what a full ring means (retry, or a broken peer).
   [[nodiscard]] bool try_push(const T& v) {
+    if (!try_stage(v)) return false;
+    publish();
+    return true;
+  }
+
+  // Copies `v` into the next slot without showing it to the consumer: publish()
+  // shows every staged descriptor at once. A consumer that is awake while a
+  // group is written (a worker back from its last call) then finds the whole
+  // group, not its first few as a batch of their own. False, changing nothing,
+  // when the ring is full.
+  [[nodiscard]] bool try_stage(const T& v) {
     // Relaxed: this object is the only writer of tail, it reads its own store.
-    const uint64_t tail = ring_->tail.load(std::memory_order_relaxed);
+    const uint64_t tail = ring_->tail.load(std::memory_order_relaxed) + staged_;
     // head_cache_ <= head, so tail - head_cache_ <= N: the ring can only look
     // fuller than it is, never emptier.
     if (tail - head_cache_ == N) {
@@ -81,9 +92,16 @@ class RingProducer {
       if (tail - head_cache_ == N) return false;
     }
     ring_->slots[tail & (N - 1)] = v;  // free: index tail is not in [head, tail)
-    // Release: the slot's bytes are visible before the consumer can see tail + 1.
-    ring_->tail.store(tail + 1, std::memory_order_release);
+    ++staged_;
     return true;
+  }
+
+  // Shows the staged descriptors to the consumer (none staged: nothing).
+  void publish() {
+    if (staged_ == 0) return;
+    // Release: the slots' bytes are visible before the consumer can see the new tail.
+    ring_->tail.store(ring_->tail.load(std::memory_order_relaxed) + staged_, std::memory_order_release);
+    staged_ = 0;
   }
 
   // Between 0 and N; exact when the consumer is idle.
@@ -124,6 +142,7 @@ class RingProducer {
  private:
   RingData<T, N>* ring_;
   uint64_t head_cache_;  // last head we read: head_cache_ <= head
+  uint32_t staged_ = 0;  // written past tail, not yet published
 };
 
 // The only writer of `head`. front() then pop() to consume; wait() to block.
@@ -182,11 +201,13 @@ class RingConsumer {
   }
 
   // Returns true as soon as the ring is non-empty, false at `deadline` if it is
-  // still empty then. Spins `spin_iterations` pauses first (cheap when the
-  // producer is close behind), then sleeps on the futex word until the
-  // producer's wake_consumer(). Not for eventfd rings, whose consumer_sleeping
-  // stays 1 for good.
-  bool wait(std::chrono::steady_clock::time_point deadline, uint32_t spin_iterations = 2000) {
+  // still empty then, or as soon as `*stop` (a word outside the ring that the
+  // producer sets before force_wake_consumer()) is non-zero. Spins
+  // `spin_iterations` pauses first (cheap when the producer is close behind),
+  // then sleeps on the futex word until the producer's wake_consumer(). Not
+  // for eventfd rings, whose consumer_sleeping stays 1 for good.
+  bool wait(std::chrono::steady_clock::time_point deadline, uint32_t spin_iterations = 2000,
+            const std::atomic<uint32_t>* stop = nullptr) {
     for (uint32_t i = 0; i < spin_iterations; ++i) {
       if (front() != nullptr) return true;
       cpu_relax();
@@ -199,6 +220,15 @@ class RingConsumer {
       // first, our tail load in front() below sees its push. Never neither.
       std::atomic_thread_fence(std::memory_order_seq_cst);
       if (front() != nullptr) break;
+      // A stop set before its force wake: seen here, or the wake clears the
+      // word and the futex_wait below does not sleep (or is woken). Without
+      // this check a woken consumer slept on to its deadline (a worker asked
+      // to stop took up to its 100 ms wait to notice: every process-mode
+      // batch run ended that much later than its last result).
+      if (stop && stop->load(std::memory_order_acquire) != 0) {
+        ring_->consumer_sleeping.store(0, std::memory_order_relaxed);
+        return false;
+      }
       // The kernel re-checks word == 1 atomically with queueing us: a producer
       // that cleared it in between makes this return -EAGAIN, not sleep.
       const int rc = futex_wait(&ring_->consumer_sleeping, 1, deadline);

@@ -98,7 +98,8 @@ void WorkerLoop::serve(Engine& engine, const EngineArena& arena) {
     // Sleep at most 100 ms at a time so that the heartbeat keeps moving and a
     // stop request or an orphaning is noticed promptly. 100 ms without work:
     // give the activations back (engine_arena.h), once per idle spell.
-    if (!requests_.wait(Clock::now() + std::chrono::milliseconds(100))) {
+    if (!requests_.wait(Clock::now() + std::chrono::milliseconds(100), 2000, &channel_->control.stop)) {
+      if (should_exit()) break;
       if (cached) arena.purge();
       cached = false;
       continue;

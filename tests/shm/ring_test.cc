@@ -189,6 +189,63 @@ TEST(RingTest, WaitOnAnEmptyRingSleepsUntilItsDeadlineAndReturnsFalse) {
   EXPECT_EQ(ring->consumer_sleeping.load(), 0u) << "a timed-out consumer no longer wants wakes";
 }
 
+// A worker asked to stop: the supervisor sets the stop word, then forces a
+// wake. The sleeping consumer returns false then, not at its deadline (it
+// used to re-check only the ring and sleep on: every process pool's shutdown
+// waited out its workers' 100 ms wait).
+TEST(RingTest, AConsumerWokenWithItsStopWordSetReturnsFalseBeforeItsDeadline) {
+  auto ring = make_ring<uint64_t, 8>();
+  RingProducer<uint64_t, 8> producer(ring.get());
+  RingConsumer<uint64_t, 8> consumer(ring.get());
+  std::atomic<uint32_t> stop{0};
+  std::thread stopper([&] {
+    while (ring->consumer_sleeping.load() == 0) std::this_thread::yield();  // it sleeps: then stop it
+    stop.store(1, std::memory_order_release);
+    producer.force_wake_consumer();
+  });
+  const auto deadline = Clock::now() + 30s;
+  const bool woke = consumer.wait(deadline, 0, &stop);
+  stopper.join();
+  EXPECT_FALSE(woke);
+  EXPECT_LT(Clock::now(), deadline) << "the consumer slept on to its deadline";
+  EXPECT_EQ(ring->consumer_sleeping.load(), 0u);
+}
+
+// A stop word already set returns at once, and a ring with work still wins.
+TEST(RingTest, WaitWithItsStopWordSetReturnsAtOnceUnlessTheRingHasWork) {
+  auto ring = make_ring<uint64_t, 8>();
+  RingProducer<uint64_t, 8> producer(ring.get());
+  RingConsumer<uint64_t, 8> consumer(ring.get());
+  const std::atomic<uint32_t> stop{1};
+  const auto deadline = Clock::now() + 30s;
+  EXPECT_FALSE(consumer.wait(deadline, 0, &stop));
+  EXPECT_LT(Clock::now(), deadline);
+  ASSERT_TRUE(producer.try_push(7));
+  EXPECT_TRUE(consumer.wait(deadline, 0, &stop));
+}
+
+// Staged descriptors stay invisible to the consumer until publish(), which
+// shows them all at once; a full ring refuses a stage as it refuses a push.
+TEST(RingTest, StagedDescriptorsAppearTogetherAtPublish) {
+  auto ring = make_ring<uint64_t, 4>();
+  RingProducer<uint64_t, 4> producer(ring.get());
+  RingConsumer<uint64_t, 4> consumer(ring.get());
+  for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(producer.try_stage(10 + i));
+  EXPECT_FALSE(producer.try_stage(99)) << "four staged fill a ring of four";
+  EXPECT_EQ(consumer.front(), nullptr) << "a staged descriptor was visible before publish()";
+  EXPECT_EQ(consumer.size_approx(), 0u);
+  producer.publish();
+  EXPECT_EQ(consumer.size_approx(), 4u);
+  for (uint64_t i = 0; i < 4; ++i) {
+    ASSERT_NE(consumer.front(), nullptr);
+    EXPECT_EQ(*consumer.front(), 10 + i);
+    consumer.pop();
+  }
+  EXPECT_EQ(consumer.front(), nullptr);
+  producer.publish();  // nothing staged: nothing appears
+  EXPECT_EQ(consumer.front(), nullptr);
+}
+
 // Ping-pong where both sides always sleep (spin 0): every round trip needs
 // both futex wake-ups. A lost wake-up shows as a wait that only ends at its
 // (generous) deadline.
