@@ -38,6 +38,7 @@ struct SegmentTiming {
   uint64_t output_ns = 0;  // its batch's copy-out of the scores
   uint32_t batch = 0;      // items in that forward(); 0 = it never ran
   uint32_t batch_pos = 0;  // its place there: the item at 0 stands for the execution
+  int32_t engine = -1;     // the engine thread (thread mode) or worker (process mode) that ran it
 };
 
 struct SegmentResult {

@@ -260,7 +260,7 @@ void ThreadExecutor::run_batch(Engine& engine, int slot, std::vector<SegmentTask
     SegmentResult r{batch[i].stream, batch[i].index, {}, error, {}};
     if (error.empty()) r.scores = std::move(scores[i]);
     r.timing = {queue_ns[i], timing.input_ns, timing.infer_ns, timing.output_ns,
-                static_cast<uint32_t>(batch.size()), static_cast<uint32_t>(i)};
+                static_cast<uint32_t>(batch.size()), static_cast<uint32_t>(i), slot};
     on_complete_(std::move(r));
   }
   finish_batch(batch.size());

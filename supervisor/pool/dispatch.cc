@@ -52,7 +52,20 @@ Worker* Dispatcher::least_loaded(WorkerTable& table) const {
   return best;
 }
 
-// Copies `req` into a free slab slot of `w` and pushes its descriptor.
+// The request's own worker while it takes work and has a free slot (a
+// stateful model's lanes stay on the worker that ran their last chunk, as one
+// group: spread by load, two calls ending in one pass mixed their lanes and
+// a worker's next call took part of the other's group), else the least loaded.
+Worker* Dispatcher::target(WorkerTable& table, const Request& req) const {
+  if (req.worker >= 0 && static_cast<size_t>(req.worker) < table.slots().size()) {
+    Worker& w = *table.slots()[static_cast<size_t>(req.worker)];
+    if (takes_work(w.state) && w.slots.in_use() < w.slots.capacity()) return &w;
+  }
+  return least_loaded(table);
+}
+
+// Copies `req` into a free slab slot of `w` and stages its descriptor
+// (dispatch() publishes the round's at once).
 bool Dispatcher::push(Worker& w, Request& req) {
   const uint32_t slot = *w.slots.acquire();  // a free slot exists: least_loaded() checked
   char* dst = static_cast<char*>(w.segment.data()) + layout_.slab_offset + layout_.slab.offset_of(slot);
@@ -65,7 +78,7 @@ bool Dispatcher::push(Worker& w, Request& req) {
   const auto floats = static_cast<uint32_t>(std::min<size_t>(req.task.samples.size(), UINT32_MAX));
   // The ring has at least as many slots as the slab, so with a free slab slot
   // a push can only fail if the worker wrote a head from the future into its ring.
-  if (!w.requests->try_push({req.id, slot, floats, flags, 0u})) {
+  if (!w.requests->try_stage({req.id, slot, floats, flags, 0u})) {
     w.slots.release(slot);
     return false;
   }
@@ -76,7 +89,7 @@ bool Dispatcher::push(Worker& w, Request& req) {
 void Dispatcher::dispatch(WorkerTable& table) {
   std::vector<Worker*> pushed;
   while (!queue_.empty()) {
-    Worker* best = least_loaded(table);
+    Worker* best = target(table, queue_.front());
     if (!best) break;
     if (!push(*best, queue_.front())) {
       // The request stays at the front of the queue for another worker.
@@ -89,8 +102,15 @@ void Dispatcher::dispatch(WorkerTable& table) {
     queue_.pop_front();
     if (std::find(pushed.begin(), pushed.end(), best) == pushed.end()) pushed.push_back(best);
   }
-  // One wake per worker for the whole round: the worker batches what it finds.
-  for (Worker* w : pushed) w->requests->wake_consumer();
+  // The round's requests appear in each ring at once, then one wake per
+  // worker: the worker batches what it finds. Published one by one, a worker
+  // awake from its last call took the first few as a batch of their own and
+  // a stateful model's lanes, one chunk behind from then on, came apart into
+  // ever smaller calls (Silero, 200 files: calls of 1, then 95, 83 ... 2).
+  for (Worker* w : pushed) {
+    w->requests->publish();
+    w->requests->wake_consumer();
+  }
   if (table.none_left() && !queue_.empty()) fail_all_queued("no worker left: every worker failed to start");
 }
 
@@ -115,9 +135,14 @@ bool Dispatcher::drain_completions(Worker& w) {
     if (!decoded.problem.empty()) {
       r.error = "worker " + std::to_string(w.index) + " sent a corrupt completion: " + decoded.problem;
     }
-    if (r.error.empty()) r.timing = timing_of(decoded.timing, it->second.submitted_ns);
+    if (r.error.empty()) {
+      r.timing = timing_of(decoded.timing, it->second.submitted_ns);
+      r.timing.engine = w.index;
+    }
     in_flight_.erase(it);
+    delivering_ = w.index;
     deliver(std::move(r));
+    delivering_ = -1;
   }
   return !w.completions->corrupt();
 }

@@ -37,9 +37,13 @@ class Dispatcher {
   bool drain_completions(Worker& w);
   // At-least-once: a reaped worker's requests go back to the front of the queue.
   void requeue_in_flight(Worker& w, const ExitVerdict& verdict, bool shutting_down);
+  // The worker whose completions are being delivered now (inside
+  // drain_completions), or -1: what a completion submits goes back to it.
+  int delivering() const { return delivering_; }
 
  private:
   Worker* least_loaded(WorkerTable& table) const;
+  Worker* target(WorkerTable& table, const Request& req) const;
   bool push(Worker& w, Request& req);
   void deliver(SegmentResult&& result);
   void fail_all_queued(const std::string& why);
@@ -53,6 +57,7 @@ class Dispatcher {
   PoolMirror& mirror_;
   std::deque<Request> queue_;                        // waiting for a slot
   std::unordered_map<uint64_t, Request> in_flight_;  // id -> request in some worker's slot
+  int delivering_ = -1;                              // drain_completions()'s worker
 };
 
 }  // namespace corepool::pool

@@ -17,11 +17,12 @@ int64_t monotonic_ns() {
 
 }  // namespace
 
-void Submissions::enqueue_locked(SegmentTask&& task) {
+void Submissions::enqueue_locked(SegmentTask&& task, int worker) {
   Request req;
   req.id = next_id_++;
   req.task = std::move(task);
   req.submitted_ns = monotonic_ns();
+  req.worker = worker;
   pending_.push_back(std::move(req));
 }
 
@@ -32,12 +33,12 @@ void Submissions::submit(SegmentTask task) {
   enqueue_locked(std::move(task));
 }
 
-bool Submissions::try_add(std::vector<SegmentTask>& tasks) {
+bool Submissions::try_add(std::vector<SegmentTask>& tasks, int worker) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (outstanding_ + tasks.size() > depth_) return false;
     outstanding_ += tasks.size();
-    for (auto& t : tasks) enqueue_locked(std::move(t));
+    for (auto& t : tasks) enqueue_locked(std::move(t), worker);
   }
   tasks.clear();
   return true;

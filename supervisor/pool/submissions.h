@@ -25,6 +25,7 @@ struct Request {
   std::string last_death;   // how the last of them died
   bool cancelled = false;   // its stream was cancelled while it ran: never re-dispatch it
   int64_t submitted_ns = 0;  // CLOCK_MONOTONIC at submit: its queue time runs until a worker takes it
+  int worker = -1;           // the worker it goes to while that one has room (-1: the least loaded)
 };
 
 class Submissions {
@@ -34,7 +35,8 @@ class Submissions {
   // Blocks while `depth` segments are queued or in flight.
   void submit(SegmentTask task);
   // All of `tasks` or none (false: over depth, `tasks` untouched); never blocks.
-  bool try_add(std::vector<SegmentTask>& tasks);
+  // `worker` >= 0: they go to that worker while it takes work and has room.
+  bool try_add(std::vector<SegmentTask>& tasks, int worker = -1);
   // False once a stop was requested: a stopping pool has nothing to cancel.
   bool cancel(uint64_t stream);
   void wait_idle();
@@ -52,7 +54,7 @@ class Submissions {
   size_t depth() const { return depth_; }
 
  private:
-  void enqueue_locked(SegmentTask&& task);  // caller holds mu_ and counted it in outstanding_
+  void enqueue_locked(SegmentTask&& task, int worker = -1);  // caller holds mu_ and counted it in outstanding_
 
   const size_t depth_;
   mutable std::mutex mu_;

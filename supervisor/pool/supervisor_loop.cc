@@ -166,7 +166,8 @@ void SupervisorLoop::wake() { uv_async_send(&wake_); }  // never blocks: it only
 
 bool SupervisorLoop::try_submit(std::vector<SegmentTask>& tasks) {
   if (t_in_pass == this) {  // a completion inside a pass: loop_mu_ is this thread's already
-    if (!submissions_.try_add(tasks)) return false;
+    // They go to the worker whose completion this is (Dispatcher::target).
+    if (!submissions_.try_add(tasks, dispatcher_.delivering())) return false;
     added_in_pass_ = true;  // dispatch_added() takes them before the pass ends
     return true;
   }

@@ -232,6 +232,62 @@ TYPED_TEST(ExecutorExtensionsTest, EveryResultSaysWhereItsTimeWent) {
   EXPECT_GT(max_queue, first_infer);
 }
 
+// A stateful model's lanes go round as groups: the end of an engine call
+// submits the call's tasks' next round from its completion. Those run on the
+// engine that ran the call, as one batch, whatever the other engine does.
+// Spread by load instead (process mode before), two calls ending at once
+// swapped lanes between the workers and a call could take part of the
+// other's group. 16 lanes, two engines, 20 rounds.
+TYPED_TEST(ExecutorExtensionsTest, TasksACompletionSubmitsRunOnTheEngineThatRanItsCall) {
+  if (ran_in_child(TypeParam::kForks)) return;
+  constexpr uint64_t kLanes = 16, kRounds = 20;
+  this->model_ = load_model(COREPOOL_DEFAULT_MODEL);
+  std::mutex mu;
+  std::map<uint64_t, SegmentTiming> ran;  // index (round * 100 + lane) -> where and in what batch
+  std::atomic<bool> refused{false};
+  Executor* ex = nullptr;
+  thread_local std::vector<uint64_t> t_call;  // the lanes of the call being delivered on this thread
+  auto done = [&](SegmentResult&& r) {
+    EXPECT_TRUE(r.error.empty()) << r.error;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ran[r.index] = r.timing;
+    }
+    t_call.push_back(r.index);
+    if (r.timing.batch_pos + 1 < r.timing.batch) return;
+    std::vector<SegmentTask> next;
+    for (const uint64_t index : t_call) {
+      if (index / 100 + 1 < kRounds) next.push_back(this->pcm_task(index + 100));
+    }
+    t_call.clear();
+    if (!next.empty() && !ex->try_submit(next)) refused = true;
+  };
+  std::unique_ptr<Executor> owned = TypeParam::make(this->model_, {2, 8, 0, 0}, done);
+  ex = owned.get();
+  ASSERT_TRUE(ex->submits_from_completions());
+  std::vector<SegmentTask> first;
+  for (uint64_t lane = 0; lane < kLanes; ++lane) first.push_back(this->pcm_task(lane));
+  ASSERT_TRUE(ex->try_submit(first));
+  ASSERT_TRUE(testing::wait_until([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return ran.size() == kLanes * kRounds;
+  }, std::chrono::seconds(120)));
+  ex->wait_idle();
+  owned.reset();
+  EXPECT_FALSE(refused) << "a completion's try_submit was refused";
+  std::lock_guard<std::mutex> lock(mu);
+  for (uint64_t lane = 0; lane < kLanes; ++lane) {
+    const int engine = ran.at(lane).engine;
+    ASSERT_GE(engine, 0) << "lane " << lane << ": no engine recorded";
+    for (uint64_t round = 1; round < kRounds; ++round) {
+      const SegmentTiming& t = ran.at(round * 100 + lane);
+      EXPECT_EQ(t.engine, engine) << "lane " << lane << " moved to another engine in round " << round;
+      EXPECT_EQ(t.batch, ran.at((round - 1) * 100 + lane).batch) << "lane " << lane << ", round " << round
+                                                                  << ": its group came apart";
+    }
+  }
+}
+
 TYPED_TEST(ExecutorExtensionsTest, AWrongSizedTaskFailsAloneAndTheRestOfItsBatchSucceeds) {
   if (ran_in_child(TypeParam::kForks)) return;
   Executor& ex = this->start({1, 8, 0, 50000});
