@@ -163,10 +163,8 @@ CeilingResult fork_ceiling_processes(const std::shared_ptr<const LoadedModel>& m
   for (int i = 0; i < run.workers; ++i) {
     const pid_t pid = ::fork();
     if (pid == 0) {
-      // What a worker does before its first request (worker_process.cc),
-      // jemalloc's background thread included (fork stops it; without it the
-      // loop would purge freed activations itself, which a worker does not).
-      restart_allocator_background_thread();
+      // What a worker does before its first request (worker_process.cc):
+      // no jemalloc background thread (fork stopped it), its engine arena.
       configure_runtime_threads({run.intra_op, 1});
       if (!run.cpus.empty()) pin_current_thread(run.cpus[i % run.cpus.size()]);
       const EngineArena arena;

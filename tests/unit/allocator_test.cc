@@ -157,9 +157,9 @@ TEST(AllocatorTest, ALaunchedEngineAskedForTheSystemAllocatorReExecutesOnce) {
 }
 
 // jemalloc with background threads configured: a forked process has none
-// (jemalloc's own behaviour, checked first so that the test fails if that
-// premise changes), and restart_allocator_background_thread() brings them back.
-TEST(AllocatorTest, AForkedWorkerGetsJemallocsBackgroundThreadBack) {
+// (jemalloc's own behaviour, which a worker relies on: it runs without them),
+// and stop_allocator_background_thread() ends a running process's.
+TEST(AllocatorTest, AForkedProcessHasNoJemallocBackgroundThreadAndStopEndsAProcesss) {
   if (!testing::jemalloc_usable()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed, or this is a sanitizer build";
   const testing::ProcessResult r =
       run_on_jemalloc("BackgroundThreadAfterFork", "background_thread:true,dirty_decay_ms:1000");
@@ -173,15 +173,9 @@ TEST(AllocatorTest, PurgeGivesJemallocsFreedPagesBackAtOnce) {
   EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
 }
 
-TEST(AllocatorTest, NoBackgroundThreadIsStartedWhereNoneWasAskedFor) {
-  // This binary runs on the system allocator (or jemalloc without them).
-  bool asked = false;
-  size_t size = sizeof(asked);
-  const Mallctl mallctl = find_mallctl();
-  if (mallctl && mallctl("opt.background_thread", &asked, &size, nullptr, 0) == 0 && asked) {
-    GTEST_SKIP() << "this process runs jemalloc with background threads";
-  }
-  EXPECT_FALSE(restart_allocator_background_thread());
+TEST(AllocatorTest, StoppingBackgroundThreadsOnTheSystemAllocatorChangesNothing) {
+  if (find_mallctl()) GTEST_SKIP() << "this process runs jemalloc";
+  EXPECT_FALSE(stop_allocator_background_thread());
 }
 
 // ---- Run by the tests above in a fresh process, never on their own. ----
@@ -211,15 +205,13 @@ TEST(DISABLED_AllocatorChild, PurgeGivesFreedPagesBack) {
 TEST(DISABLED_AllocatorChild, BackgroundThreadAfterFork) {
   ASSERT_EQ(background_thread_on(), 1) << "jemalloc preloaded with background_thread:true";
   const pid_t worker = ::fork();
-  if (worker == 0) {
-    if (background_thread_on() != 0) ::_exit(2);  // jemalloc keeps them across fork: the premise is gone
-    if (!restart_allocator_background_thread()) ::_exit(3);
-      ::_exit(background_thread_on() == 1 ? 0 : 4);
-  }
+  if (worker == 0) ::_exit(background_thread_on() == 0 ? 0 : 2);
   int status = 0;
   ::waitpid(worker, &status, 0);
   ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: off after fork was expected; 3: restart refused; 4: still off";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "jemalloc kept its background thread across fork: a worker would run one";
+  ASSERT_TRUE(stop_allocator_background_thread());
+  EXPECT_EQ(background_thread_on(), 0);
 }
 
 // This process's argv, as ensure_allocator re-executes it.

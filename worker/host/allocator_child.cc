@@ -16,14 +16,10 @@ Mallctl jemalloc_mallctl() { return reinterpret_cast<Mallctl>(::dlsym(RTLD_DEFAU
 
 }  // namespace
 
-bool restart_allocator_background_thread() {
+bool stop_allocator_background_thread() {
   const Mallctl mallctl = jemalloc_mallctl();
-  if (!mallctl) return false;
-  bool configured = false;
-  size_t size = sizeof(configured);
-  if (mallctl("opt.background_thread", &configured, &size, nullptr, 0) != 0 || !configured) return false;
-  bool on = true;
-  return mallctl("background_thread", nullptr, nullptr, &on, sizeof(on)) == 0;
+  bool off = false;
+  return mallctl && mallctl("background_thread", nullptr, nullptr, &off, sizeof(off)) == 0;
 }
 
 bool purge_allocator() {
