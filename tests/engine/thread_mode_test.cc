@@ -126,21 +126,31 @@ TEST(ThreadModeTest, SubmitBlocksWhenTheQueueIsFull) {
 // Work that comes in groups (a stateful model's lanes go round as the groups
 // their calls made) is shared: one engine taking all 40 while the other idles
 // would halve the throughput.
-TEST(ThreadModeTest, TwoIdleEnginesSplitAQueuedGroupBetweenThem) {
-  auto model = load_model(COREPOOL_DEFAULT_MODEL);
+// The size of each call two engines made of one group of `n` segments queued
+// at once: as soon as the executor is up, or (`settled`) once both engines
+// wait for work.
+std::vector<uint32_t> calls_of_a_group(std::shared_ptr<const LoadedModel> model, int max_batch, uint64_t n,
+                                       bool settled) {
   std::mutex mu;
   std::vector<uint32_t> batches;
-  ThreadExecutor ex(model, {2, 64, 0, {}}, [&](SegmentResult&& r) {
+  ThreadExecutor ex(model, {2, max_batch, 0, {}}, [&](SegmentResult&& r) {
     std::lock_guard<std::mutex> lock(mu);
     EXPECT_TRUE(r.error.empty()) << r.error;
     if (r.timing.batch_pos == 0) batches.push_back(r.timing.batch);
   });
-  ASSERT_TRUE(testing::wait_until([&] { return ex.idle_engines() == 2; }, std::chrono::seconds(30)));
+  if (settled) {
+    EXPECT_TRUE(testing::wait_until([&] { return ex.idle_engines() == 2; }, std::chrono::seconds(30)));
+  }
   std::vector<SegmentTask> group;
-  for (uint64_t i = 0; i < 40; ++i) group.push_back({0, i, segment_for(model->config, i), TaskInput::kPcm});
-  ASSERT_TRUE(ex.try_submit(group));
+  for (uint64_t i = 0; i < n; ++i) group.push_back({0, i, segment_for(model->config, i), TaskInput::kPcm});
+  EXPECT_TRUE(ex.try_submit(group));
   ex.wait_idle();
   std::lock_guard<std::mutex> lock(mu);
+  return batches;
+}
+
+TEST(ThreadModeTest, TwoIdleEnginesSplitAQueuedGroupBetweenThem) {
+  const std::vector<uint32_t> batches = calls_of_a_group(load_model(COREPOOL_DEFAULT_MODEL), 64, 40, true);
   ASSERT_GE(batches.size(), 2u);
   for (const uint32_t b : batches) EXPECT_LE(b, 20u) << "an engine took more than its half";
 }
@@ -165,19 +175,9 @@ TEST(ThreadModeTest, AGroupQueuedAsTheEnginesComeUpIsSplitBetweenThem) {
     });
   }
   for (int round = 0; round < 8; ++round) {
-    std::mutex mu;
-    std::vector<uint32_t> batches;
-    ThreadExecutor ex(model, {2, 16, 0, {}}, [&](SegmentResult&& r) {
-      std::lock_guard<std::mutex> lock(mu);
-      EXPECT_TRUE(r.error.empty()) << r.error;
-      if (r.timing.batch_pos == 0) batches.push_back(r.timing.batch);
-    });
-    std::vector<SegmentTask> group;
-    for (uint64_t i = 0; i < 16; ++i) group.push_back({0, i, segment_for(model->config, i), TaskInput::kPcm});
-    ASSERT_TRUE(ex.try_submit(group));
-    ex.wait_idle();
-    std::lock_guard<std::mutex> lock(mu);
-    for (const uint32_t b : batches) EXPECT_LE(b, 8u) << "round " << round << ": an engine took more than its half";
+    for (const uint32_t b : calls_of_a_group(model, 16, 16, false)) {
+      EXPECT_LE(b, 8u) << "round " << round << ": an engine took more than its half";
+    }
   }
   spin = false;
   for (auto& t : spinners) t.join();
