@@ -17,6 +17,13 @@ struct RuntimeThreads {
 // with a warning. Returns false if a setting could not be applied.
 bool configure_runtime_threads(const RuntimeThreads& threads);
 
+// The per-thread half of the settings, for a thread that runs forward() and
+// was not the one configure_runtime_threads ran on (thread mode's engines):
+// LibTorch keeps the graph executor's optimisation switch per thread, so an
+// engine thread left at its default profiles and re-optimises the graph on
+// its first calls. configure_runtime_threads calls it for its own thread.
+void configure_engine_thread();
+
 // The inter-op count set by configure_runtime_threads (0 if never called).
 int configured_interop_threads();
 

@@ -11,6 +11,7 @@
 
 #include "worker/host/cpus.h"
 #include "worker/engine.h"
+#include "worker/runtime.h"
 
 namespace corepool {
 namespace {
@@ -278,6 +279,7 @@ void ThreadExecutor::run(int slot) {
     }
     t_executor = this;
     t_slot = slot;
+    configure_engine_thread();  // the graph executor settings main() gave its own thread
     engine = std::make_unique<Engine>(model_);
     engine->warm_up(options_.max_batch);  // checks the model, and warms this thread for full batches
   } catch (...) {

@@ -11,6 +11,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
 
 #include "supervisor/pool/allocator.h"
 #include "tests/engine/segments.h"
@@ -20,6 +22,7 @@
 #include "tests/support/temp_dir.h"
 #include "tests/support/wait.h"
 #include "worker/engine.h"
+#include "worker/model/torch_module.h"
 #include "worker/thread_executor.h"
 
 namespace corepool {
@@ -270,6 +273,38 @@ TEST(ThreadModeTest, EveryEngineThreadRunsAFullBatchBeforeTheExecutorStarts) {
     EXPECT_THAT(e.what(), HasSubstr("a batch of 4 silent segments"));
     EXPECT_THAT(e.what(), HasSubstr("more items than the limit"));
   }
+}
+
+// Engine threads run forward() as process-mode workers and main() do: with
+// the graph executor's optimisation off. LibTorch keeps that switch per
+// thread, and an engine thread left at its default profiled and re-optimised
+// the graph on its first calls (60-100 ms of Silero VAD's warm-up, with the
+// other engines waiting on the graph's lock). The probe: an executor that
+// optimised keeps an optimised plan, which getDebugState() returns; one that
+// never did has none. The probe is checked on the same graph by a thread
+// left at LibTorch's default.
+bool has_optimized_plan(torch::jit::GraphFunction& forward) {
+  try {
+    forward.getDebugState();
+    return true;
+  } catch (const c10::Error&) {
+    return false;
+  }
+}
+
+TEST(ThreadModeTest, EngineThreadsRunTheGraphUnoptimizedAsWorkersDo) {
+  torch::jit::setGraphExecutorOptimize(false);  // as main() has for its own thread
+  auto model = load_model(COREPOOL_DEFAULT_MODEL);
+  auto& forward = torch::jit::toGraphFunction(module_of(*model).get_method("forward").function());
+  ASSERT_FALSE(has_optimized_plan(forward)) << "loading the model optimised its graph";
+  EXPECT_EQ(run_segments(model, 2, 4, 16).size(), 16u);  // warm-up calls and batches on both engines
+  EXPECT_FALSE(has_optimized_plan(forward)) << "an engine thread ran the graph executor's optimisation";
+  std::thread([&] {  // LibTorch's default: on
+    const auto input = torch::zeros(model->config.item_shape()).unsqueeze(0);
+    c10::InferenceMode guard;
+    for (int call = 0; call < 3; ++call) module_of(*model).forward({input});
+  }).join();
+  EXPECT_TRUE(has_optimized_plan(forward)) << "the probe cannot see an optimised graph";
 }
 
 // An engine thread keeps its freed activations for the next batch (its
