@@ -30,6 +30,7 @@
 
 #include "worker/engine.h"
 #include "worker/host/engine_arena.h"
+#include "worker/runtime.h"
 
 namespace corepool {
 namespace {
@@ -205,6 +206,7 @@ class BusyEngines {
   BusyEngines(const std::shared_ptr<const LoadedModel>& model, int count) {
     for (int i = 0; i < count; ++i) {
       threads_.emplace_back([this, model] {
+        configure_engine_thread();  // as an engine thread runs
         const EngineArena arena;
         Engine engine(model);
         Inputs inputs{*model, {}};
