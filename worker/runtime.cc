@@ -35,7 +35,7 @@ int openblas_threads() {
 // profiling and re-optimising the graph; for CPU inference it fuses nothing
 // that matters here (steady-state time measured unchanged) but it makes a
 // freshly forked worker's first answer 30-40 ms slower, and a thread-mode
-// engine's warm-up 60-100 ms instead of 20-35 (Silero VAD, AMD EPYC Zen 4).
+// engine's warm-up 60-110 ms instead of 18-24 (Silero VAD, AMD EPYC Zen 4).
 // The switch is thread_local in LibTorch: each engine thread sets its own.
 void configure_engine_thread() { torch::jit::setGraphExecutorOptimize(false); }
 

@@ -278,7 +278,7 @@ TEST(ThreadModeTest, EveryEngineThreadRunsAFullBatchBeforeTheExecutorStarts) {
 // Engine threads run forward() as process-mode workers and main() do: with
 // the graph executor's optimisation off. LibTorch keeps that switch per
 // thread, and an engine thread left at its default profiled and re-optimised
-// the graph on its first calls (60-100 ms of Silero VAD's warm-up, with the
+// the graph on its first calls (60-110 ms of Silero VAD's warm-up, with the
 // other engines waiting on the graph's lock). The probe: an executor that
 // optimised keeps an optimised plan, which getDebugState() returns; one that
 // never did has none. The probe is checked on the same graph by a thread
