@@ -126,9 +126,6 @@ TEST(ThreadModeTest, SubmitBlocksWhenTheQueueIsFull) {
   EXPECT_EQ(submitted, 5);
 }
 
-// Work that comes in groups (a stateful model's lanes go round as the groups
-// their calls made) is shared: one engine taking all 40 while the other idles
-// would halve the throughput.
 // The size of each call two engines made of one group of `n` segments queued
 // at once: as soon as the executor is up, or (`settled`) once both engines
 // wait for work.
@@ -152,6 +149,9 @@ std::vector<uint32_t> calls_of_a_group(std::shared_ptr<const LoadedModel> model,
   return batches;
 }
 
+// Work that comes in groups (a stateful model's lanes go round as the groups
+// their calls made) is shared: one engine taking all 40 while the other idles
+// would halve the throughput.
 TEST(ThreadModeTest, TwoIdleEnginesSplitAQueuedGroupBetweenThem) {
   const std::vector<uint32_t> batches = calls_of_a_group(load_model(COREPOOL_DEFAULT_MODEL), 64, 40, true);
   ASSERT_GE(batches.size(), 2u);
