@@ -93,8 +93,9 @@ class BatchRun {
   void submit(uint64_t id, Segment& segment, Executor& executor);
   void end_reading(uint64_t id, uint64_t total, double duration, const std::string& error, json skipped);
   void maybe_finish(uint64_t id);  // requires mu_
-  void commit(FileJob& job);       // on committer_, without mu_
-  void finish_ok(FileJob& job);    // on committer_, without mu_
+  void commit(std::shared_ptr<FileJob> job);  // on committer_, without mu_
+  void finish_ok(FileJob& job);               // on committer_, without mu_
+  void settle(FileJob& job);                  // counts a committed or failed job
 
   const BatchOptions& options_;
   const ModelConfig& model_;
@@ -110,7 +111,7 @@ class BatchRun {
   size_t opening_size_ = 1;
   bool opened_ = false;
   BatchStats stats_;
-  DirectorySyncs syncs_;    // renames not yet durable: the committer's own
+  CommitGroup commits_;     // results written, not yet in place: the committer's own
   SerialWorker committer_;  // last: its thread stops before the members it uses go
 };
 
@@ -245,22 +246,32 @@ void BatchRun::maybe_finish(uint64_t id) {
   // std::function wants a copyable callable: the job rides in a shared_ptr.
   std::shared_ptr<FileJob> done = std::move(it->second);
   jobs_.erase(it);
-  committer_.post([this, done] { commit(*done); });
+  committer_.post([this, done] { commit(done); });
 }
 
 // No other thread touches a finished job: its segments are all in, and a late
-// duplicate result finds no entry in jobs_.
-void BatchRun::commit(FileJob& job) {
-  if (job.error.empty()) {
+// duplicate result finds no entry in jobs_. Its result file joins the group,
+// which the last commit queued (or a full group) puts in place.
+void BatchRun::commit(std::shared_ptr<FileJob> job) {
+  if (job->error.empty()) {
     try {
-      finish_ok(job);
+      finish_ok(*job);
+      job->out->commit(commits_, [this, job](const std::string& error) {
+        if (!error.empty()) job->error = job->input.path + ": " + error;
+        settle(*job);
+      });
     } catch (const std::exception& e) {
-      job.error = job.input.path + ": " + e.what();
+      job->error = job->input.path + ": " + e.what();
     }
   }
-  if (!job.error.empty()) job.out->abandon();
-  // The last commit queued syncs the directories of the renames before it, once each.
-  if (committer_.queued() == 0) syncs_.sync();
+  if (!job->error.empty()) {
+    job->out->abandon();
+    settle(*job);
+  }
+  if (committer_.queued() == 0 || commits_.size() >= CommitGroup::kMaxFiles) commits_.commit();
+}
+
+void BatchRun::settle(FileJob& job) {
   std::lock_guard<std::mutex> lock(mu_);
   if (job.error.empty()) {
     ++stats_.files_ok;
@@ -285,7 +296,6 @@ void BatchRun::finish_ok(FileJob& job) {
                   {"x_realtime", rounded(wall > 0 ? job.duration / wall : 0.0, 1e1)}};
   if (!job.skipped.is_null()) summary["skipped"] = job.skipped;
   job.out->summary(std::move(summary));
-  job.out->commit(&syncs_);
 }
 
 void BatchRun::fail_input(const std::string& key, const std::string& message) {

@@ -22,6 +22,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "supervisor/batch/parallel_each.h"
+
 namespace corepool {
 namespace fs = std::filesystem;
 
@@ -103,11 +105,42 @@ void ResultFile::write_text(const std::string& text) {
   }
 }
 
-void DirectorySyncs::add_parent_of(const std::string& path) { dirs_.insert(parent_of(path)); }
+void DirectorySyncs::add_parent_of(const std::string& path) {
+  std::string parent = parent_of(path);
+  std::lock_guard<std::mutex> lock(mu_);
+  dirs_.insert(std::move(parent));
+}
 
 void DirectorySyncs::sync() {
-  for (const std::string& dir : dirs_) sync_directory(dir);
-  dirs_.clear();
+  std::set<std::string> dirs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    dirs.swap(dirs_);
+  }
+  for (const std::string& dir : dirs) sync_directory(dir);
+}
+
+size_t DirectorySyncs::pending() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dirs_.size();
+}
+
+void CommitGroup::add(ResultFile& file, Done done) { files_.push_back({&file, std::move(done), {}}); }
+
+void CommitGroup::commit() {
+  if (files_.empty()) return;
+  std::vector<Added> files;
+  files.swap(files_);
+  const int threads = files.size() >= kParallelFrom ? kThreads : 1;
+  parallel_each(files.size(), threads, [&](size_t i) {
+    try {
+      files[i].file->commit(&dirs_);
+    } catch (const std::exception& e) {
+      files[i].error = e.what();
+    }
+  });
+  dirs_.sync();
+  for (Added& a : files) a.done(a.error);
 }
 
 void ResultFile::commit(DirectorySyncs* later) {

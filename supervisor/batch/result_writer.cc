@@ -35,8 +35,12 @@ void ResultWriter::summary(nlohmann::json summary) {
   if (has_summary_line(spec_.format)) write({{"summary", std::move(summary)}});
 }
 
-void ResultWriter::commit(DirectorySyncs* later) {
-  if (out_) out_->commit(later);
+void ResultWriter::commit(CommitGroup& group, CommitGroup::Done done) {
+  if (out_) {
+    group.add(*out_, std::move(done));
+  } else {
+    done("");
+  }
 }
 
 void ResultWriter::abandon() {

@@ -36,9 +36,9 @@ class ResultWriter {
   void event(const Event& e);
   // JSON Lines and timeline only: the summary line; the other formats have none.
   void summary(nlohmann::json summary);
-  // Renames a result file into place (ResultFile::commit, `later` as there);
-  // nothing for standard output.
-  void commit(DirectorySyncs* later = nullptr);
+  // A result file joins `group`, which runs `done` once it has committed it;
+  // standard output has nothing to commit: `done("")` runs now.
+  void commit(CommitGroup& group, CommitGroup::Done done);
   // Drops a result file's temporary file; nothing for standard output.
   void abandon();
 

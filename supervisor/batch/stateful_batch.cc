@@ -83,7 +83,9 @@ class StatefulRun {
   void admit(Opened&& opened);
   bool open_window(const std::vector<BatchInput>& todo);
   void scored(uint64_t id, std::vector<float> scores, const std::string& error);  // feeding thread
-  void commit(StreamFile& file);  // on committer_
+  void commit(std::shared_ptr<StreamFile> file);  // on committer_
+  void write_results(StreamFile& file);           // on committer_: its events and summary
+  void settle(StreamFile& file);                  // counts a committed or failed file
   std::vector<Event> events_of(const StreamFile& file) const;
 
   const BatchOptions& options_;
@@ -97,7 +99,7 @@ class StatefulRun {
   const int openers_ = usable_cpus().usable;  // threads that open files
   BatchStats stats_;
   StreamScorer scorer_;
-  DirectorySyncs syncs_;    // renames not yet durable: the committer's own
+  CommitGroup commits_;     // results written, not yet in place: the committer's own
   SerialWorker committer_;  // last: its thread stops before the members it uses go
 };
 
@@ -153,7 +155,7 @@ void StatefulRun::scored(uint64_t id, std::vector<float> scores, const std::stri
   if (!error.empty()) file->error = file->input.path + ": " + error;
   progress_.add_segments(file->scores.size() / model_.labels.size());
   progress_.add_audio_seconds(static_cast<double>(file->samples) / model_.sample_rate);
-  committer_.post([this, file] { commit(*file); });
+  committer_.post([this, file] { commit(file); });
 }
 
 // Opens the next window of files (kOpenWindow per cpu) on every cpu and makes
@@ -219,32 +221,47 @@ std::vector<Event> StatefulRun::events_of(const StreamFile& file) const {
   return events;
 }
 
-void StatefulRun::commit(StreamFile& file) {
+void StatefulRun::write_results(StreamFile& file) {
   const double duration = static_cast<double>(file.samples) / model_.sample_rate;
-  const size_t chunks = file.scores.size() / model_.labels.size();
-  if (file.error.empty()) {
+  size_t count = 0;
+  EventFilter filter(options_.filter, [&](const Event& e) {
+    ++count;
+    file.out->event(e);
+  });
+  for (const Event& e : events_of(file)) filter.add(e);
+  filter.finish();
+  const double wall = std::chrono::duration<double>(Clock::now() - file.started).count();
+  json summary = {{"duration", rounded(duration, 1e3)}, {"segments", file.scores.size() / model_.labels.size()},
+                  {"events", count}, {"wall_seconds", rounded(wall, 1e3)},
+                  {"x_realtime", rounded(wall > 0 ? duration / wall : 0.0, 1e1)}};
+  if (!file.skipped.is_null()) summary["skipped"] = file.skipped;
+  file.out->summary(std::move(summary));
+}
+
+// Its result file joins the group, which the last commit queued (or a full
+// group) puts in place.
+void StatefulRun::commit(std::shared_ptr<StreamFile> file) {
+  if (file->error.empty()) {
     try {
-      size_t count = 0;
-      EventFilter filter(options_.filter, [&](const Event& e) {
-        ++count;
-        file.out->event(e);
+      write_results(*file);
+      file->out->commit(commits_, [this, file](const std::string& error) {
+        if (!error.empty()) file->error = file->input.path + ": " + error;
+        settle(*file);
       });
-      for (const Event& e : events_of(file)) filter.add(e);
-      filter.finish();
-      const double wall = std::chrono::duration<double>(Clock::now() - file.started).count();
-      json summary = {{"duration", rounded(duration, 1e3)}, {"segments", chunks}, {"events", count},
-                      {"wall_seconds", rounded(wall, 1e3)},
-                      {"x_realtime", rounded(wall > 0 ? duration / wall : 0.0, 1e1)}};
-      if (!file.skipped.is_null()) summary["skipped"] = file.skipped;
-      file.out->summary(std::move(summary));
-      file.out->commit(&syncs_);
     } catch (const std::exception& e) {
-      file.error = file.input.path + ": " + e.what();
+      file->error = file->input.path + ": " + e.what();
     }
   }
-  if (!file.error.empty()) file.out->abandon();
-  // The last commit queued syncs the directories of the renames before it, once each.
-  if (committer_.queued() == 0) syncs_.sync();
+  if (!file->error.empty()) {
+    file->out->abandon();
+    settle(*file);
+  }
+  if (committer_.queued() == 0 || commits_.size() >= CommitGroup::kMaxFiles) commits_.commit();
+}
+
+void StatefulRun::settle(StreamFile& file) {
+  const double duration = static_cast<double>(file.samples) / model_.sample_rate;
+  const size_t chunks = file.scores.size() / model_.labels.size();
   std::lock_guard<std::mutex> lock(mu_);
   if (file.error.empty()) {
     ++stats_.files_ok;

@@ -9,9 +9,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -136,6 +138,64 @@ TEST_F(ResultFileTest, ACommitWithLaterIsInPlaceAndPendsItsDirectoryOnce) {
   EXPECT_EQ(later.pending(), 1u);
   later.sync();
   EXPECT_EQ(later.pending(), 0u);
+}
+
+// A group commits nothing until commit(): then every file is in place with
+// its own lines, its temp file gone, and each done has run once, with no
+// error, in the order the files were added (enough files, in three
+// directories, for several threads to rename at once).
+TEST_F(ResultFileTest, ACommitGroupPutsEveryFileInPlaceOnlyWhenItCommits) {
+  constexpr int kFiles = std::max<int>(3 * CommitGroup::kThreads, CommitGroup::kParallelFrom) + 1;
+  std::vector<std::unique_ptr<ResultFile>> results;
+  std::vector<std::string> done_order;
+  CommitGroup group;
+  for (int i = 0; i < kFiles; ++i) {
+    const std::string name = std::string(1, static_cast<char>('a' + i % 3)) + "/" + std::to_string(i) + ".jsonl";
+    results.push_back(std::make_unique<ResultFile>(path(name)));
+    results.back()->write_line({{"summary", i}});
+    group.add(*results.back(), [&done_order, name](const std::string& error) {
+      EXPECT_EQ(error, "") << name;
+      done_order.push_back(name);
+    });
+  }
+  EXPECT_EQ(group.size(), static_cast<size_t>(kFiles));
+  EXPECT_EQ(temp_files().size(), static_cast<size_t>(kFiles));
+  for (int i = 0; i < kFiles; ++i) {
+    EXPECT_FALSE(fs::exists(results[i]->final_path())) << i << " is in place before the group commits";
+  }
+  EXPECT_TRUE(done_order.empty());
+  group.commit();
+  EXPECT_EQ(group.size(), 0u);
+  ASSERT_EQ(done_order.size(), static_cast<size_t>(kFiles));
+  for (int i = 0; i < kFiles; ++i) {
+    EXPECT_EQ(path(done_order[i]), results[i]->final_path());
+    EXPECT_EQ(read_lines(results[i]->final_path()), std::vector<std::string>{"{\"summary\":" + std::to_string(i) + "}"});
+  }
+  group.commit();  // empty: nothing runs twice
+  EXPECT_EQ(done_order.size(), static_cast<size_t>(kFiles));
+}
+
+// A file the group cannot rename into place (a directory holds its final
+// name) fails alone: its done gets the error naming it, its temp file is
+// removed, and the files around it are committed.
+TEST_F(ResultFileTest, AFileTheGroupCannotCommitFailsAlone) {
+  fs::create_directories(path("taken.jsonl/inside"));
+  CommitGroup group;
+  std::vector<std::unique_ptr<ResultFile>> results;
+  std::vector<std::string> errors(3, "not run");
+  for (const std::string name : {"before.jsonl", "taken.jsonl", "after.jsonl"}) {
+    results.push_back(std::make_unique<ResultFile>(path(name)));
+    results.back()->write_line({{"summary", name}});
+    const size_t i = results.size() - 1;
+    group.add(*results.back(), [&errors, i](const std::string& error) { errors[i] = error; });
+  }
+  group.commit();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[2], "");
+  EXPECT_NE(errors[1].find(path("taken.jsonl") + ": cannot rename"), std::string::npos) << errors[1];
+  EXPECT_EQ(read_lines(path("before.jsonl")).size(), 1u);
+  EXPECT_EQ(read_lines(path("after.jsonl")).size(), 1u);
+  EXPECT_TRUE(fs::is_directory(path("taken.jsonl/inside")));
 }
 
 TEST_F(ResultFileTest, DestroyingWithoutCommitLeavesNothingBehind) {

@@ -35,8 +35,12 @@ void write_all(OutputSpec& spec, const std::string& path) {
     writer.event(e);
   }
   writer.summary({{"duration", 28.0}, {"events", 5}});
-  EXPECT_FALSE(std::filesystem::exists(path)) << "nothing under the final name before commit";
-  writer.commit();
+  CommitGroup group;
+  std::string error = "not run";
+  writer.commit(group, [&](const std::string& e) { error = e; });
+  EXPECT_FALSE(std::filesystem::exists(path)) << "nothing under the final name before the group commits";
+  group.commit();
+  EXPECT_EQ(error, "");
 }
 
 TEST(ResultWriterTest, JsonLinesAreTheBytesBatchHasAlwaysWritten) {
