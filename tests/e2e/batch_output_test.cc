@@ -156,6 +156,22 @@ TEST_F(BatchOutputTest, ARerunSkipsCompleteResultsOfTheFormatAndForceRedoesThem)
   }
 }
 
+// A result that cannot be renamed into place (a directory holds its name)
+// fails alone with its line; the other input's result is committed, and no
+// temporary file is left.
+TEST_F(BatchOutputTest, AResultThatCannotBeRenamedFailsAloneWithItsLine) {
+  fs::create_directories(dir_ / "out/a.wav.jsonl/taken");
+  const testing::ProcessResult r = batch({"--out", dir_ / "out", dir_ / "a.wav", dir_ / "b.wav"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("a.wav: " + (dir_ / "out/a.wav.jsonl") + ": cannot rename"));
+  EXPECT_EQ(testing::lines_of(r.err).size(), 1u) << "one line, once: " << r.err;
+  EXPECT_THAT(testing::read_file(dir_ / "out/b.wav.jsonl"), HasSubstr("\"summary\""));
+  EXPECT_TRUE(fs::is_directory(dir_ / "out/a.wav.jsonl/taken"));
+  for (const auto& entry : fs::directory_iterator(dir_ / "out")) {
+    EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos) << entry.path();
+  }
+}
+
 TEST_F(BatchOutputTest, MinScoreKeepsExactlyTheEventsScoringAtLeastIt) {
   const std::vector<json> all = jsonl_events("a.wav");
   std::vector<double> scores;

@@ -103,6 +103,36 @@ TEST_P(SileroCliTest, BadFilesAmongGoodOnesEachGetTheirLineAndTheRestTheirResult
   EXPECT_EQ(names, expected);
 }
 
+// Equal files finish together and their results are committed as a group,
+// side by side (CommitGroup, from 16 files; 64 files of 3 s made groups of 32
+// or 64 here): one result that cannot be renamed into place (a directory
+// holds its name) fails alone, with one line naming the file, and the other
+// 63 are in place with no temporary file left.
+TEST_P(SileroCliTest, AResultThatCannotBeRenamedFailsAloneInItsGroup) {
+  const std::string in = dir_.path() + "/in", out = dir_.path() + "/out";
+  ASSERT_EQ(::mkdir(in.c_str(), 0755), 0);
+  const std::vector<float> demo = synth::demo_samples(16000);
+  const std::vector<float> clip(demo.begin(), demo.begin() + 3 * 16000);  // 3 s of speech
+  for (int i = 0; i < 64; ++i) synth::write_samples(in + "/clip" + std::to_string(i) + ".wav", clip, 16000);
+  std::filesystem::create_directories(out + "/clip13.wav.jsonl/taken");
+  const auto r = testing::corepool_cli({"batch", "--model", kDir, "--mode", GetParam(), "--out", out, in}, dir_);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("clip13.wav: " + out + "/clip13.wav.jsonl: cannot rename"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line, once: " << r.err;
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(out)) {
+    if (entry.is_regular_file()) names.push_back(entry.path().filename());
+  }
+  std::sort(names.begin(), names.end());
+  std::vector<std::string> expected;
+  for (int i = 0; i < 64; ++i) {
+    if (i != 13) expected.push_back("clip" + std::to_string(i) + ".wav.jsonl");
+  }
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(names, expected) << "every other result in place, no temporary file left";
+  EXPECT_TRUE(std::filesystem::is_directory(out + "/clip13.wav.jsonl/taken"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, SileroCliTest, ::testing::Values("thread", "process"));
 
 TEST(SileroCliFlags, StatefulFlagsOnAStatelessModelAreOneLineErrors) {
