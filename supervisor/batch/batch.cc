@@ -42,6 +42,7 @@
 #include "supervisor/batch/serial_worker.h"
 #include "supervisor/batch/shard_report.h"
 #include "supervisor/batch/stateful_batch.h"
+#include "supervisor/batch/tally.h"
 #include "audio/audio_stream.h"
 #include "audio/events.h"
 #include "audio/segmenter.h"
@@ -274,15 +275,10 @@ void BatchRun::commit(std::shared_ptr<FileJob> job) {
 void BatchRun::settle(FileJob& job) {
   std::lock_guard<std::mutex> lock(mu_);
   if (job.error.empty()) {
-    ++stats_.files_ok;
-    stats_.segments += job.total_segments;
-    stats_.audio_seconds += job.duration;
+    tally_done(stats_, progress_, job.total_segments, job.duration);
   } else {
-    progress_.print_line("error: " + job.error);
-    ++stats_.files_failed;
-    stats_.failures.push_back({job.input.relative, job.error});
+    tally_failed(stats_, progress_, job.input.relative, job.error);
   }
-  progress_.file_done();
 }
 
 void BatchRun::finish_ok(FileJob& job) {
@@ -300,10 +296,7 @@ void BatchRun::finish_ok(FileJob& job) {
 
 void BatchRun::fail_input(const std::string& key, const std::string& message) {
   std::lock_guard<std::mutex> lock(mu_);
-  progress_.print_line("error: " + message);
-  ++stats_.files_failed;
-  stats_.failures.push_back({key, message});
-  progress_.file_done();
+  tally_failed(stats_, progress_, key, message);
 }
 
 // Temp files of results (and the report) of this shard; other shards may be

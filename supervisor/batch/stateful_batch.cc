@@ -32,6 +32,7 @@
 #include "supervisor/batch/result_writer.h"
 #include "supervisor/batch/serial_worker.h"
 #include "supervisor/batch/stream_scorer.h"
+#include "supervisor/batch/tally.h"
 #include "worker/host/cpus.h"
 
 namespace corepool {
@@ -260,27 +261,18 @@ void StatefulRun::commit(std::shared_ptr<StreamFile> file) {
 }
 
 void StatefulRun::settle(StreamFile& file) {
-  const double duration = static_cast<double>(file.samples) / model_.sample_rate;
-  const size_t chunks = file.scores.size() / model_.labels.size();
   std::lock_guard<std::mutex> lock(mu_);
   if (file.error.empty()) {
-    ++stats_.files_ok;
-    stats_.segments += chunks;
-    stats_.audio_seconds += duration;
+    tally_done(stats_, progress_, file.scores.size() / model_.labels.size(),
+               static_cast<double>(file.samples) / model_.sample_rate);
   } else {
-    progress_.print_line("error: " + file.error);
-    ++stats_.files_failed;
-    stats_.failures.push_back({file.input.relative, file.error});
+    tally_failed(stats_, progress_, file.input.relative, file.error);
   }
-  progress_.file_done();
 }
 
 void StatefulRun::fail_input(const std::string& key, const std::string& message) {
   std::lock_guard<std::mutex> lock(mu_);
-  progress_.print_line("error: " + message);
-  ++stats_.files_failed;
-  stats_.failures.push_back({key, message});
-  progress_.file_done();
+  tally_failed(stats_, progress_, key, message);
 }
 
 }  // namespace
