@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "audio/event_json.h"
+#include "supervisor/batch/commit_input.h"
 #include "supervisor/batch/event_filter.h"
 #include "supervisor/batch/inputs.h"
 #include "supervisor/batch/manifest.h"
@@ -254,22 +255,9 @@ void BatchRun::maybe_finish(uint64_t id) {
 // duplicate result finds no entry in jobs_. Its result file joins the group,
 // which the last commit queued (or a full group) puts in place.
 void BatchRun::commit(std::shared_ptr<FileJob> job) {
-  if (job->error.empty()) {
-    try {
-      finish_ok(*job);
-      job->out->commit(commits_, [this, job](const std::string& error) {
-        if (!error.empty()) job->error = job->input.path + ": " + error;
-        settle(*job);
-      });
-    } catch (const std::exception& e) {
-      job->error = job->input.path + ": " + e.what();
-    }
-  }
-  if (!job->error.empty()) {
-    job->out->abandon();
-    settle(*job);
-  }
-  if (committer_.queued() == 0 || commits_.size() >= CommitGroup::kMaxFiles) commits_.commit();
+  commit_input(
+      job, commits_, [this](FileJob& j) { finish_ok(j); }, [this](FileJob& j) { settle(j); },
+      [this] { return committer_.queued(); });
 }
 
 void BatchRun::settle(FileJob& job) {

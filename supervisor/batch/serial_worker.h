@@ -1,6 +1,6 @@
 // Runs tasks one at a time, in the order they were posted, on a thread of its
-// own. The batch driver commits finished result files here (flush, fsync of
-// the file and of its directory, rename: about 1 ms on this VM's disk) so
+// own. The batch drivers commit finished result files here (commit_input.h:
+// flush, fsync, rename, in groups; about 1 ms a file on this VM's disk) so
 // that the thread whose result finished a file, an engine thread in thread
 // mode, goes straight back to its next batch instead of waiting on the disk
 // while holding up every other result.

@@ -26,6 +26,7 @@
 #include "audio/audio_stream.h"
 #include "audio/event_json.h"
 #include "audio/speech_events.h"
+#include "supervisor/batch/commit_input.h"
 #include "supervisor/batch/event_filter.h"
 #include "supervisor/batch/parallel_each.h"
 #include "supervisor/batch/result_path.h"
@@ -242,22 +243,9 @@ void StatefulRun::write_results(StreamFile& file) {
 // Its result file joins the group, which the last commit queued (or a full
 // group) puts in place.
 void StatefulRun::commit(std::shared_ptr<StreamFile> file) {
-  if (file->error.empty()) {
-    try {
-      write_results(*file);
-      file->out->commit(commits_, [this, file](const std::string& error) {
-        if (!error.empty()) file->error = file->input.path + ": " + error;
-        settle(*file);
-      });
-    } catch (const std::exception& e) {
-      file->error = file->input.path + ": " + e.what();
-    }
-  }
-  if (!file->error.empty()) {
-    file->out->abandon();
-    settle(*file);
-  }
-  if (committer_.queued() == 0 || commits_.size() >= CommitGroup::kMaxFiles) commits_.commit();
+  commit_input(
+      file, commits_, [this](StreamFile& f) { write_results(f); }, [this](StreamFile& f) { settle(f); },
+      [this] { return committer_.queued(); });
 }
 
 void StatefulRun::settle(StreamFile& file) {
