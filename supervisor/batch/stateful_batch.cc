@@ -73,6 +73,7 @@ class StatefulRun {
   void fail_input(const std::string& key, const std::string& message);
   void drain() { committer_.drain(); }
   BatchStats& stats() { return stats_; }
+  size_t laned_files() { return scorer_.laned_streams(); }
 
  private:
   struct Opened {
@@ -288,6 +289,13 @@ BatchStats run_stateful_inputs(const BatchOptions& options, const ModelConfig& m
     for (const double b : s.busy_seconds) busy += b;
     spdlog::info("stateful model: {} chunks in {} calls (mean batch {:.1f}), engines busy {:.2f} s in all", s.segments,
                  s.batches, s.batches ? static_cast<double>(s.segments) / s.batches : 0.0, busy);
+    // Lanes change what a stateful model says near each lane's start
+    // (docs/models.md measures how much): say so whenever they ran.
+    if (const size_t laned = run.laned_files(); laned > 0) {
+      spdlog::info("{} file(s) longer than {:g} s ran as lanes ({:g} s warm-ups): scores near each lane's start can "
+                   "differ from the model run through the file whole; --lane-seconds 0 runs each file whole",
+                   laned, model.stateful.lane_seconds, model.stateful.lane_warmup_seconds);
+    }
   }
   BatchStats stats = run.stats();
   stats.serving_seconds = std::chrono::duration<double>(drained - ready).count();

@@ -41,6 +41,7 @@ void StreamScorer::add(uint64_t stream, std::shared_ptr<const std::vector<float>
   state.samples = std::move(samples);
   state.scores.assign(static_cast<size_t>(chunks) * model_.labels.size(), 0.0f);
   state.lanes_left = plan.size();
+  laned_streams_ += plan.size() > 1;
   for (const Lane& span : plan) {
     const uint64_t id = next_lane_++;
     lanes_[id] = {stream, span, span.first, std::vector<float>(s.state_floats(), s.state_initial)};
@@ -231,6 +232,11 @@ bool StreamScorer::pump(Executor& executor, bool wait) {
 size_t StreamScorer::live_lanes() {
   std::lock_guard<std::mutex> lock(mu_);
   return lanes_.size();
+}
+
+size_t StreamScorer::laned_streams() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return laned_streams_;
 }
 
 }  // namespace corepool

@@ -56,6 +56,9 @@ class StreamScorer {
   // that are ready without it (a worker died having answered part of a call).
   static constexpr std::chrono::milliseconds kStraggler{20};
   size_t live_lanes();
+  // Streams added so far that were cut into more than one lane: their scores
+  // near each lane's start are the lanes', not the module's run whole.
+  size_t laned_streams();
 
  private:
   struct StreamState {
@@ -103,6 +106,7 @@ class StreamScorer {
   Executor* inline_executor_ = nullptr;  // attach()
   std::vector<SegmentTask> overflow_;    // built by continue_call() but not queued (the queue was full): pump()'s
   uint64_t next_lane_ = 0;
+  size_t laned_streams_ = 0;
 };
 
 }  // namespace corepool

@@ -75,6 +75,23 @@ TEST_P(SileroCliTest, TimelineFormatPrintsTheSpeechEvents) {
   EXPECT_NE(r.out.find("28.0 s of audio"), std::string::npos) << r.out;
 }
 
+// Lanes change what the model says near each lane's start, so a run that cut
+// a file into lanes says so, and a run with --lane-seconds 0 does not.
+TEST_P(SileroCliTest, ARunThatCutAFileInLanesSaysSo) {
+  const std::string notice = "1 file(s) longer than 10 s ran as lanes (5 s warm-ups)";
+  const auto run = [&](const std::string& lane_seconds) {  // at info level, where the notice goes
+    return testing::run_process({COREPOOL_BIN, "--log-level", "info", "batch", "--model", kDir, "--mode", GetParam(),
+                                 "--lane-seconds", lane_seconds, "--out", "-", demo()},
+                                dir_.path());
+  };
+  const auto laned = run("10");
+  ASSERT_EQ(laned.exit_code, 0) << laned.err;
+  EXPECT_NE(laned.err.find(notice), std::string::npos) << laned.err;
+  const auto whole = run("0");
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  EXPECT_EQ(whole.err.find("ran as lanes"), std::string::npos) << whole.err;
+}
+
 // A directory's files open several at a time, on every cpu: two bad ones
 // among ten good ones each get their line naming the file, every good one its
 // result, and no temporary file is left behind.
