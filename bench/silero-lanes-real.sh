@@ -10,8 +10,8 @@
 #                 music-on-hold tracks in the middle (22 minutes);
 #   games.wav     60 spoken letters (klettres), 60 effects (colobot), 8 music
 #                 tracks (naev), 60 exclamations (ktuberling), 40 lines
-#                 (freedroidrpg), shuffled (74 minutes); games.txt lists them
-#                 in order.
+#                 (freedroidrpg), shuffled (74 minutes); games.wav.parts
+#                 lists them in order with their lengths.
 # Chosen by sorted path and a fixed seed, so every run joins the same files.
 # KEEP=DIR writes them (and the lists) to DIR and leaves them there
 # (bench/silero_lane_study.py reads them).
@@ -30,11 +30,15 @@ P=$REAL/pkgs
 
 # pick N SEED: N of the sorted paths on stdin, the same N for the same seed.
 pick() { sort | shuf -n "$1" --random-source=<(yes "$2"); }
-# join LIST OUT: each file of LIST decoded to 16 kHz mono, one after the other.
+# join LIST OUT: each file of LIST decoded to 16 kHz mono, one after the other;
+# OUT.parts lists each file and its decoded length in samples, in order.
 join_files() {
-  local i=0
+  local i=0 part
+  : >"$2.parts"
   while read -r f; do
-    ffmpeg -loglevel error -nostdin -i "$f" -ac 1 -ar 16000 -f s16le "$WORK/part-$(printf %04d $i).raw"
+    part=$WORK/part-$(printf %04d $i).raw
+    ffmpeg -loglevel error -nostdin -i "$f" -ac 1 -ar 16000 -f s16le "$part"
+    printf '%s\t%d\n' "$f" $(($(stat -c %s "$part") / 2)) >>"$2.parts"
     i=$((i + 1))
   done <"$1"
   cat "$WORK"/part-*.raw >"$WORK/joined.raw" && rm -f "$WORK"/part-*.raw

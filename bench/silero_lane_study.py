@@ -12,17 +12,16 @@ corepool code), each against the module run chunk by chunk from the start.
    with the lane's own within TOL for M chunks in a row (then the rest of the
    lane is kept); how far the result still is from the sequential run, and
    what the repair cost.
-3. With --clips LIST (the joined files in order, one path per line;
-   silero-lanes-real.sh's games.txt): chunks at or over 0.5 inside clips of a
+3. With --clips PARTS (the joined files in order, path and length in samples
+   per line: silero-lanes-real.sh's games.wav.parts): chunks at or over 0.5 inside clips of a
    speech package (klettres, ktuberling, freedroidrpg) and inside the others,
    sequential against lanes.
 
 Prints figures; passes or fails on nothing.
   /usr/bin/python3 bench/silero_lane_study.py --model build/models/silero-vad/model.pt \\
-      [--mean-from OTHER.wav] [--clips games.txt] games.wav
+      [--mean-from OTHER.wav] [--clips games.wav.parts] games.wav
 """
 import argparse
-import subprocess
 import wave
 
 import numpy as np
@@ -62,7 +61,8 @@ def warmup_study(net, inp, exact_p, exact_s, start_state, name):
     marks = {seconds(t): t for t in (0.5, 1, 2, 5, 10, 20, 30)}
     state = start_state.unsqueeze(1).repeat(1, len(starts), 1).contiguous()
     print(f"warm-up from {name}, {len(starts)} lanes (one every 5 s)")
-    print(f"{'warm-up s':>10} {'state max|diff|':>16} {'prob median':>12} {'p99':>8} {'max':>8} {'lanes >0.05':>12}")
+    # state: each lane's largest element difference, the median over lanes; prob: over lanes
+    print(f"{'warm-up s':>10} {'state, median lane':>18} {'prob median':>12} {'p99':>8} {'max':>8} {'lanes >0.05':>12}")
     with torch.no_grad():
         for j in range(max(marks) + 1):
             idx = torch.tensor([s + j for s in starts])
@@ -70,7 +70,7 @@ def warmup_study(net, inp, exact_p, exact_s, start_state, name):
             if j + 1 in marks:
                 ds = (state.permute(1, 0, 2) - exact_s[idx]).abs().amax(dim=(1, 2)).numpy()
                 dp = np.abs(p[:, 0].numpy() - exact_p[idx.numpy()])
-                print(f"{marks[j + 1]:>10} {np.median(ds):>16.3g} {np.median(dp):>12.2e} "
+                print(f"{marks[j + 1]:>10} {np.median(ds):>18.3g} {np.median(dp):>12.2e} "
                       f"{np.percentile(dp, 99):>8.3f} {dp.max():>8.3f} {(dp > 0.05).sum():>12}")
 
 
@@ -102,16 +102,15 @@ def repair(net, inp, spans, probs, ends, tol, agree):
     return out, cost, unconverged
 
 
-def clip_kinds(clips, n):
-    """Per chunk: True inside a clip of a speech package. Durations by ffprobe."""
+def clip_kinds(parts, n):
+    """Per chunk: True inside a clip of a speech package (PARTS: path, samples per line)."""
     speech = np.zeros(n, bool)
-    t = 0.0
-    for path in [l.strip() for l in open(clips) if l.strip()]:
-        d = float(subprocess.run(["ffprobe", "-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", path],
-                                 check=True, capture_output=True, text=True).stdout.strip())
+    at = 0
+    for line in open(parts):
+        path, samples = line.rstrip("\n").split("\t")
         if any(k in path for k in ("klettres", "ktuberling", "freedroid")):
-            speech[int(t * RATE / CHUNK) : int((t + d) * RATE / CHUNK)] = True
-        t += d
+            speech[at // CHUNK : (at + int(samples)) // CHUNK] = True
+        at += int(samples)
     return speech
 
 
@@ -119,7 +118,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="build/models/silero-vad/model.pt")
     ap.add_argument("--mean-from", help="another WAV: also warm up from the mean state the module reaches on it")
-    ap.add_argument("--clips", help="the joined files in order (speech package or not, by path)")
+    ap.add_argument("--clips", help="the joined files and their lengths in samples (speech package or not, by path)")
     ap.add_argument("--lanes", default="30:0,30:5", help="L:W pairs in seconds for the repair study")
     ap.add_argument("wav")
     a = ap.parse_args()
