@@ -75,6 +75,8 @@ void EventBuilder::finish(uint64_t total_segments, double duration_seconds) {
   // Everything is closed now, so the whole backlog goes out, in key order.
   for (const auto& [key, closed] : closed_) {
     Event event = make_event(key, closed);
+    // The last segment speaks for the audio up to the end (see the header).
+    if (closed.last + 1 == total_segments) event.end = duration_seconds;
     event.start = std::min(event.start, duration_seconds);
     event.end = std::min(event.end, duration_seconds);
     if (event.end > event.start) emit_(event);
@@ -125,10 +127,13 @@ void EventBuilder::emit_ready() {
   }
 }
 
+// An event spans its segments' middle hops (see the header), from the first
+// one's start (0 for segment 0) to the last one's end.
 Event EventBuilder::make_event(const Key& key, const Closed& closed) const {
+  const double to_span = (segment_seconds_ - hop_seconds_) / 2;
   Event event;
-  event.start = static_cast<double>(key.first) * hop_seconds_;
-  event.end = static_cast<double>(closed.last) * hop_seconds_ + segment_seconds_;
+  event.start = key.first == 0 ? 0.0 : static_cast<double>(key.first) * hop_seconds_ + to_span;
+  event.end = static_cast<double>(closed.last + 1) * hop_seconds_ + to_span;
   event.label = labels_[key.second];
   event.score = closed.score;
   return event;

@@ -26,16 +26,22 @@ class EventBuilder {
  public:
   using Emit = std::function<void(const Event&)>;
   // thresholds.size() must equal labels.size(), and segment_seconds and
-  // hop_seconds must be > 0 (std::invalid_argument otherwise). Segment i covers
-  // [i * hop_seconds, i * hop_seconds + segment_seconds].
+  // hop_seconds must be > 0 (std::invalid_argument otherwise). Segment i hears
+  // [i * hop, i * hop + segment], but its scores speak for the hop at its
+  // middle, [i * hop + (segment - hop) / 2, i * hop + (segment + hop) / 2]:
+  // the spans of consecutive segments tile the file, so a model that hears
+  // 2 s at a time still places a boundary within half a hop, and two labels'
+  // events do not overlap. The first segment's span starts at 0 and the last
+  // one's ends at the end of the audio, so the spans cover the whole file.
   EventBuilder(std::vector<std::string> labels, std::vector<float> thresholds,
                double segment_seconds, double hop_seconds, Emit emit);
 
   // Scores of segment `index` (size == labels.size(), else std::invalid_argument;
   // the same index twice, or any call after finish(), is std::logic_error).
   // Events that can no longer change and start no later than any still-open
-  // event are emitted right away. Only the last segment may reach past the end
-  // of the audio, and events emitted here never contain it, so they need no clip.
+  // event are emitted right away. Only the last segment's span may reach past
+  // the end of the audio, and events emitted here never contain it, so they
+  // need no clip.
   void add(uint64_t index, const std::vector<float>& scores);
 
   // All segments 0..total_segments-1 have been added (std::logic_error naming

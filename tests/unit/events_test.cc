@@ -51,8 +51,10 @@ struct Harness {
   EventBuilder builder;
 };
 
-// The oracle: per label, every maximal run of on-segments is one event; sort
-// by (start, label position); clip to the duration and drop empty ones.
+// The oracle: per label, every maximal run of on-segments is one event,
+// spanning the middle hops of its segments (from 0 for the first segment, to
+// the duration for the last); sort by (start, label position); clip to the
+// duration and drop empty ones.
 std::vector<Event> expected_events(const Params& p, const Scores& scores, double duration) {
   std::vector<std::tuple<size_t, size_t, Event>> keyed;  // (first, label, event)
   for (size_t l = 0; l < p.labels.size(); ++l) {
@@ -63,7 +65,10 @@ std::vector<Event> expected_events(const Params& p, const Scores& scores, double
       while (j + 1 < scores.size() && scores[j + 1][l] >= p.thresholds[l]) {
         best = std::max(best, scores[++j][l]);
       }
-      Event e{i * p.hop_seconds, j * p.hop_seconds + p.segment_seconds, p.labels[l], best};
+      const double to_middle = (p.segment_seconds - p.hop_seconds) / 2;
+      Event e{i == 0 ? 0.0 : i * p.hop_seconds + to_middle,
+              j + 1 == scores.size() ? duration : (j + 1) * p.hop_seconds + to_middle, p.labels[l],
+              best};
       e.start = std::min(e.start, duration);
       e.end = std::min(e.end, duration);
       if (e.end > e.start) keyed.emplace_back(i, l, e);
@@ -149,30 +154,52 @@ TEST(EventBuilderTest, AScoreEqualToTheThresholdIsOnAndOneJustBelowIsOff) {
   EXPECT_EQ(h.events, (std::vector<Event>{{0.0, 1.0, "speech", 0.3f}, {1.0, 2.0, "music", 0.7f}}));
 }
 
-TEST(EventBuilderTest, OverlappingSegmentsSpanFromTheFirstStartToTheLastEnd) {
+TEST(EventBuilderTest, OverlappingSegmentsSpeakForTheHopAtTheirMiddle) {
   Params p = numbered_labels(1);
   p.segment_seconds = 1.0;
   p.hop_seconds = 0.5;
   Harness h(p);
-  // Segments 2..4 cover [1.0, 2.0], [1.5, 2.5], [2.0, 3.0]; segment 7 covers [3.5, 4.5].
+  // Segments 2..4 hear [1.0, 2.0] .. [2.0, 3.0] and speak for their middle hops
+  // [1.25, 1.75] .. [2.25, 2.75]; segment 7 hears [3.5, 4.5], speaks for [3.75, 4.25].
   const Scores scores = {{0}, {0}, {0.9f}, {0.6f}, {0.8f}, {0}, {0}, {0.55f}, {0}};
   for (uint64_t i = 0; i < scores.size(); ++i) h.builder.add(i, scores[i]);
   h.builder.finish(scores.size(), 5.0);
   EXPECT_EQ(h.events,
-            (std::vector<Event>{{1.0, 3.0, "label0", 0.9f}, {3.5, 4.5, "label0", 0.55f}}));
+            (std::vector<Event>{{1.25, 2.75, "label0", 0.9f}, {3.75, 4.25, "label0", 0.55f}}));
 }
 
-TEST(EventBuilderTest, EventsReachingPastTheDurationAreClippedToIt) {
+TEST(EventBuilderTest, ALongContextPlacesTheBoundaryAtTheMiddleHop) {
+  Params p;
+  p.labels = {"speech", "music"};
+  p.thresholds = {0.5f, 0.5f};
+  p.segment_seconds = 2.0;
+  p.hop_seconds = 0.5;
+  Harness h(p);
+  // 10 segments of 2 s over 6.5 s of audio (the last hears [4.5, 6.5]). Speech
+  // in 0..3, music in 4..9: segment 3 speaks for [2.25, 2.75] and segment 4 for
+  // [2.75, 3.25], so the two events meet at 2.75 s instead of overlapping by
+  // 1.5 s; speech starts at 0 and music runs to the end.
+  for (uint64_t i = 0; i < 10; ++i) {
+    h.builder.add(i, i < 4 ? std::vector<float>{0.9f, 0.1f} : std::vector<float>{0.1f, 0.8f});
+  }
+  h.builder.finish(10, 6.5);
+  EXPECT_EQ(h.events,
+            (std::vector<Event>{{0.0, 2.75, "speech", 0.9f}, {2.75, 6.5, "music", 0.8f}}));
+}
+
+TEST(EventBuilderTest, TheLastSegmentSpeaksUpToTheEndOfTheAudio) {
   Params p = numbered_labels(2);
   p.hop_seconds = 0.5;
   Harness h(p);
-  // 4 segments of 1 s, hop 0.5: the last covers [1.5, 2.5] but the audio ends at 2.2.
+  // 4 segments of 1 s, hop 0.5: the last hears [1.5, 2.5] (zero-padded past
+  // 2.2, where the audio ends) and speaks for [1.75, 2.2].
   h.builder.add(0, {0.9f, 0.0f});
   h.builder.add(1, {0.9f, 0.0f});
   h.builder.add(2, {0.9f, 0.0f});
   h.builder.add(3, {0.9f, 0.8f});
   h.builder.finish(4, 2.2);
-  EXPECT_EQ(h.events, (std::vector<Event>{{0.0, 2.2, "label0", 0.9f}, {1.5, 2.2, "label1", 0.8f}}));
+  EXPECT_EQ(h.events,
+            (std::vector<Event>{{0.0, 2.2, "label0", 0.9f}, {1.75, 2.2, "label1", 0.8f}}));
 }
 
 // Only events still open at finish() can reach past the audio (the segmenter
@@ -184,10 +211,10 @@ TEST(EventBuilderTest, AnEventThatStartsAtOrAfterTheDurationIsDropped) {
     Harness h(p);
     h.builder.add(0, {0.9f, 0.0f, 0.0f});
     h.builder.add(1, {0.9f, 0.0f, 0.7f});
-    h.builder.add(2, {0.9f, 0.8f, 0.7f});  // label1 starts at 1.0, not before the end
+    h.builder.add(2, {0.9f, 0.8f, 0.7f});  // label1 starts at 1.25, not before the end
     h.builder.finish(3, duration);
     EXPECT_EQ(h.events, (std::vector<Event>{{0.0, duration, "label0", 0.9f},
-                                            {0.5, duration, "label2", 0.7f}}))
+                                            {0.75, duration, "label2", 0.7f}}))
         << "duration " << duration;
   }
 }
