@@ -41,7 +41,7 @@ std::string shm_infer(const std::string& in_region, uint64_t in_bytes, int batch
                       uint64_t out_bytes = 0, uint64_t in_offset = 0) {
   json in = {{"name", "input"},
              {"datatype", "FP32"},
-             {"shape", {batch, 1, 64, 101}},
+             {"shape", testing::input_shape(batch)},
              {"parameters", {{"shared_memory_region", in_region}, {"shared_memory_byte_size", in_bytes}}}};
   if (in_offset != 0) in["parameters"]["shared_memory_offset"] = in_offset;
   json body = {{"id", "shm"}, {"inputs", {in}}};
@@ -122,7 +122,7 @@ TEST_P(ClientShmE2eTest, InputAndOutputThroughRegionsEqualTheSameItemsAsJson) {
 
 TEST_P(ClientShmE2eTest, EveryBadRequestGetsItsErrorAndTheServerKeepsServing) {
   HttpClient http(server_->port());
-  const uint64_t item_bytes = testing::kItemFloats * sizeof(float);
+  const uint64_t item_bytes = testing::item_floats() * sizeof(float);
   ClientShmObject in(item_bytes);
   const auto one = input_item(3);
   in.put(0, one.data(), item_bytes);

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/e2e/infer_support.h"
 #include "tests/e2e/serve_support.h"
 #include "tests/support/http_client.h"
 #include "tests/support/process.h"
@@ -38,8 +39,9 @@ constexpr const char* kWrk = "/usr/bin/wrk";
 // A wrk script that POSTs one infer request of the default model's shape.
 std::string write_infer_script(const testing::TempDir& dir) {
   json data = json::array();
-  for (int i = 0; i < 1 * 64 * 101; ++i) data.push_back((i % 17) * 0.1);
-  const json body = {{"inputs", {{{"name", "input"}, {"datatype", "FP32"}, {"shape", {1, 1, 64, 101}}, {"data", data}}}}};
+  for (int i = 0; i < testing::item_floats(); ++i) data.push_back((i % 17) * 0.1);
+  const json body = {
+      {"inputs", {{{"name", "input"}, {"datatype", "FP32"}, {"shape", testing::input_shape(1)}, {"data", data}}}}};
   std::ofstream(dir.path() + "/infer.json") << body.dump();
   const std::string script = dir.path() + "/infer.lua";
   std::ofstream(script) << "wrk.method = \"POST\"\n"

@@ -57,9 +57,7 @@ Reference reference_item(float frequency) {
 }
 
 json infer_body(const std::vector<std::vector<float>>& items) {
-  auto model = load_model(COREPOOL_DEFAULT_MODEL);
-  json shape = {items.size()};
-  for (int64_t d : model->config.item_shape()) shape.push_back(d);
+  const json shape = testing::input_shape(static_cast<int64_t>(items.size()));
   json data = json::array();
   for (const auto& item : items) {
     for (float v : item) data.push_back(v);
@@ -107,7 +105,7 @@ TEST_P(ServeModeTest, HealthAndMetadataEndpointsAnswerCurl) {
   a = curl(dir_, {server.url("/v2/models/default")});
   ASSERT_EQ(a.code, 200);
   const json meta = json::parse(a.body);
-  EXPECT_EQ(meta["inputs"][0]["shape"], json({-1, 1, 64, 101}));
+  EXPECT_EQ(meta["inputs"][0]["shape"], testing::input_shape(-1));
   EXPECT_EQ(meta["outputs"][0]["shape"], json({-1, 4}));
   EXPECT_EQ(meta["parameters"]["labels"].size(), 4u);
   EXPECT_EQ(curl(dir_, {server.url("/v2/models/default/ready")}).code, 200);
@@ -181,9 +179,10 @@ TEST_P(ServeModeTest, BinaryTensorDataGivesTheSameScores) {
 TEST_P(ServeModeTest, MalformedInferRequestsGet400AndTheServerCarriesOn) {
   ServeProcess server(dir_, mode_args());
   ASSERT_TRUE(server.started()) << server.log();
-  json wrong_shape = infer_body({std::vector<float>(6464, 0.f)});
-  wrong_shape["inputs"][0]["shape"] = {1, 6464};
-  json wrong_type = infer_body({std::vector<float>(6464, 0.f)});
+  const int floats = testing::item_floats();
+  json wrong_shape = infer_body({std::vector<float>(floats, 0.f)});
+  wrong_shape["inputs"][0]["shape"] = {1, floats};
+  json wrong_type = infer_body({std::vector<float>(floats, 0.f)});
   wrong_type["inputs"][0]["datatype"] = "BYTES";
   json short_data = infer_body({std::vector<float>(100, 0.f)});
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -192,7 +191,7 @@ TEST_P(ServeModeTest, MalformedInferRequestsGet400AndTheServerCarriesOn) {
       {R"({"inputs": []})", "exactly one input"},
       {wrong_shape.dump(), "inputs[0].shape"},
       {wrong_type.dump(), "inputs[0].datatype"},
-      {short_data.dump(), "inputs[0].data: 100 elements, the shape needs 6464"},
+      {short_data.dump(), "inputs[0].data: 100 elements, the shape needs " + std::to_string(floats)},
   };
   for (const auto& [body, expected] : cases) {
     const std::string path = write_text(dir_, "bad.json", body);

@@ -35,11 +35,18 @@ using testing::ServeProcess;
 
 constexpr const char* kInfer = "/v2/models/default/infer";
 
+// CNN10's contract (1 s segments), for the tests that serve it: its input
+// shape is not the default model's.
+const ModelConfig& cnn10_config() {
+  static const ModelConfig config = load_model_config(std::string(COREPOOL_CNN10_MODEL) + "/model.toml");
+  return config;
+}
+
 // `n` items back to back (input_item(first), input_item(first + 1), ...).
-std::vector<float> items(int first, int n) {
+std::vector<float> items(int first, int n, const ModelConfig& model = testing::default_model_config()) {
   std::vector<float> all;
   for (int i = 0; i < n; ++i) {
-    const std::vector<float> one = input_item(first + i);
+    const std::vector<float> one = input_item(first + i, model);
     all.insert(all.end(), one.begin(), one.end());
   }
   return all;
@@ -53,8 +60,9 @@ json get_json(HttpClient& http, const std::string& path, int expect = 200) {
   return json::parse(r.body, nullptr, false);
 }
 
-HttpReply infer(HttpClient& http, int item, int batch = 1) {
-  const auto [body, headers] = infer_request("r" + std::to_string(item), items(item, batch), batch);
+HttpReply infer(HttpClient& http, int item, int batch = 1,
+                const ModelConfig& model = testing::default_model_config()) {
+  const auto [body, headers] = infer_request("r" + std::to_string(item), items(item, batch, model), batch, model);
   return http.post(kInfer, body, headers);
 }
 
@@ -285,8 +293,9 @@ TEST_P(TritonModeTest, QueueTimeGrowsByTheTimeARequestWasHeldBack) {
   const std::vector<std::string> cnn10 = {"--model", COREPOOL_CNN10_MODEL};
   auto server = start("workers = 1\nmax_batch = 1\nqueue_depth = 128\nhang_timeout_ms = 600000", "",
                       process_mode() ? std::vector<std::string>{} : cnn10);
+  const ModelConfig& model = process_mode() ? testing::default_model_config() : cnn10_config();
   HttpClient http(server->port());
-  ASSERT_EQ(infer(http, 0).status, 200);
+  ASSERT_EQ(infer(http, 0, 1, model).status, 200);
   auto queue_ns = [&] {
     return get_json(http, "/v2/models/default/stats")["model_stats"][0]["inference_stats"]["queue"]["ns"]
         .get<uint64_t>();
@@ -298,7 +307,7 @@ TEST_P(TritonModeTest, QueueTimeGrowsByTheTimeARequestWasHeldBack) {
   const auto t0 = std::chrono::steady_clock::now();
   std::thread client([&] {
     HttpClient other(server->port());
-    held = infer(other, 5, batch);
+    held = infer(other, 5, batch, model);
   });
   if (process_mode()) {
     ASSERT_EQ(workers.size(), 1u);
@@ -389,7 +398,8 @@ TEST(TritonDeadlineTest, AClientTimeoutShortensTheServersAndNeverLengthensIt) {
   const std::string item = json(input_item(0)).dump();
   auto body = [&](uint64_t timeout_us) {
     return R"({"parameters": {"timeout": )" + std::to_string(timeout_us) +
-           R"(}, "inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 1, 64, 101], "data": )" + item + "}]}";
+           R"(}, "inputs": [{"name": "input", "datatype": "FP32", "shape": )" + testing::input_shape(1).dump() +
+           R"(, "data": )" + item + "}]}";
   };
   auto t0 = std::chrono::steady_clock::now();
   const HttpReply shorter = http.post(kInfer, body(300000));
@@ -431,12 +441,12 @@ TEST(TritonCancelTest, InThreadModeAQueuedRequestIsDroppedWhenItsClientCloses) {
   HttpReply blocked;
   std::thread blocker([&] {
     HttpClient other(server.port());
-    blocked = infer(other, 0, 48);
+    blocked = infer(other, 0, 48, cnn10_config());
   });
   ASSERT_TRUE(testing::wait_until([&] { return accepted() >= 48; }, std::chrono::seconds(30)));
   {
     HttpClient gone(server.port(), 10);
-    const auto [body, headers] = infer_request("gone", items(100, 8), 8);
+    const auto [body, headers] = infer_request("gone", items(100, 8, cnn10_config()), 8, cnn10_config());
     ASSERT_TRUE(gone.send("POST " + std::string(kInfer) + " HTTP/1.1\r\nHost: t\r\n" + headers +
                           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
     ASSERT_TRUE(testing::wait_until([&] { return accepted() >= 56; }, std::chrono::seconds(30)));
