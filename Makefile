@@ -121,7 +121,7 @@ bench-soak: deps build
 # on the held-out recordings (models/README.md). fetch-sources.sh downloads the
 # packages with apt-get download (about 2.9 GB, checked against their sha256)
 # into REAL_AUDIO. One network per seed of TRAIN_SEEDS (deterministic, one
-# thread and about 3 GB each, JOBS at a time, 5-6 min each here; logs in
+# thread and about 3 GB each, JOBS at a time, 8-11 min each on a Zen 4; logs in
 # $(BUILD)/train/seed-N/train.log), then the model is their average
 # (--members), scored beside each of them on the real validation segments.
 REAL_AUDIO ?= $(BUILD)/real-audio

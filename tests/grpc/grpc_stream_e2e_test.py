@@ -405,9 +405,10 @@ class SlowReader(unittest.TestCase):
     HTTP/2 window fills, the server's writes stop completing, and responses
     queue on its call: at most serve.grpc_stream_backlog (BACKLOG here), past
     that its events are dropped and counted. The audio alternates noise and
-    silence each second: five minutes of it give 300 events, more than the
-    slow client's small window (SLOW_WINDOW) and the backlog hold; batch on
-    the same file counts them independently. With the cap gone
+    silence every 2 s (the default model's segment: shorter sections all
+    come out noise): five minutes of it give 150 events, more than the slow
+    client's small window (SLOW_WINDOW) and the backlog hold; batch on the
+    same file counts them independently. With the cap gone
     (--slow-backlog 1000000) nothing is dropped and this fails."""
 
     BACKLOG = 8
@@ -416,7 +417,7 @@ class SlowReader(unittest.TestCase):
         workdir = tempfile.TemporaryDirectory()
         self.addCleanup(workdir.cleanup)
         wav = os.path.join(workdir.name, "busy.wav")
-        subprocess.run([ARGS.gen_audio, "--sections", "noise:1,silence:1", "--repeat", str(ARGS.slow_repeat),
+        subprocess.run([ARGS.gen_audio, "--sections", "noise:2,silence:2", "--repeat", str(ARGS.slow_repeat),
                         "--out", wav], check=True, stdout=subprocess.DEVNULL)
         rate, pcm = read_wav(wav)
         want = batch_events(wav)
@@ -531,9 +532,9 @@ def main():
     parser.add_argument("--model", required=True)
     parser.add_argument("--proto", required=True)
     parser.add_argument("--mode", default="thread")
-    # SlowReader: serve.grpc_stream_backlog, and how many 2 s noise/silence pairs it sends.
+    # SlowReader: serve.grpc_stream_backlog, and how many 4 s noise/silence pairs it sends.
     parser.add_argument("--slow-backlog", type=int, default=SlowReader.BACKLOG)
-    parser.add_argument("--slow-repeat", type=int, default=150)
+    parser.add_argument("--slow-repeat", type=int, default=75)
     ARGS, rest = parser.parse_known_args()
     import grpc as grpc_module
     grpc = grpc_module
