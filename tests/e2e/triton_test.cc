@@ -66,6 +66,16 @@ HttpReply infer(HttpClient& http, int item, int batch = 1,
   return http.post(kInfer, body, headers);
 }
 
+// Joins a request thread on every way out of a test, an ASSERT's early
+// return included: a joinable std::thread destroyed calls std::terminate,
+// and the server the test started would be left running.
+struct JoinOnExit {
+  std::thread& thread;
+  ~JoinOnExit() {
+    if (thread.joinable()) thread.join();
+  }
+};
+
 uint64_t wall_ms() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
@@ -309,6 +319,7 @@ TEST_P(TritonModeTest, QueueTimeGrowsByTheTimeARequestWasHeldBack) {
     HttpClient other(server->port());
     held = infer(other, 5, batch, model);
   });
+  JoinOnExit join_client{client};
   if (process_mode()) {
     ASSERT_EQ(workers.size(), 1u);
     ::kill(workers[0], SIGSTOP);
@@ -443,6 +454,7 @@ TEST(TritonCancelTest, InThreadModeAQueuedRequestIsDroppedWhenItsClientCloses) {
     HttpClient other(server.port());
     blocked = infer(other, 0, 48, cnn10_config());
   });
+  JoinOnExit join_blocker{blocker};
   ASSERT_TRUE(testing::wait_until([&] { return accepted() >= 48; }, std::chrono::seconds(30)));
   {
     HttpClient gone(server.port(), 10);
