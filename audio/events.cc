@@ -12,12 +12,14 @@
 namespace corepool {
 
 EventBuilder::EventBuilder(std::vector<std::string> labels, std::vector<float> thresholds,
-                           double segment_seconds, double hop_seconds, Emit emit)
+                           double segment_seconds, double hop_seconds, Emit emit,
+                           std::optional<size_t> quiet_label)
     : labels_(std::move(labels)),
       thresholds_(std::move(thresholds)),
       segment_seconds_(segment_seconds),
       hop_seconds_(hop_seconds),
       emit_(std::move(emit)),
+      quiet_(quiet_label),
       open_(labels_.size()) {
   if (thresholds_.size() != labels_.size()) {
     throw std::invalid_argument("EventBuilder: " + std::to_string(labels_.size()) +
@@ -28,6 +30,10 @@ EventBuilder::EventBuilder(std::vector<std::string> labels, std::vector<float> t
   // start, and the index order would no longer be the start order.
   if (!(segment_seconds_ > 0) || !(hop_seconds_ > 0)) {
     throw std::invalid_argument("EventBuilder: segment and hop lengths must be > 0");
+  }
+  if (quiet_ && *quiet_ >= labels_.size()) {
+    throw std::invalid_argument("EventBuilder: quiet label " + std::to_string(*quiet_) + " of " +
+                                std::to_string(labels_.size()) + " labels");
   }
 }
 
@@ -69,8 +75,11 @@ void EventBuilder::finish(uint64_t total_segments, double duration_seconds) {
                            " was never added" + of_total);
   }
   finished_ = true;
+  // The last span's nominal end; finish() moves it to the end of the audio below.
+  const double to_span = (segment_seconds_ - hop_seconds_) / 2;
+  const double last_end = static_cast<double>(total_segments) * hop_seconds_ + to_span;
   for (size_t label = 0; label < open_.size(); ++label) {
-    if (open_[label].active) close(label);
+    if (open_[label].active) close(label, last_end);
   }
   // Everything is closed now, so the whole backlog goes out, in key order.
   for (const auto& [key, closed] : closed_) {
@@ -87,27 +96,68 @@ void EventBuilder::finish(uint64_t total_segments, double duration_seconds) {
 // Folds segment next_index_ into the per-label runs. A label that goes off
 // closes its run; its event then waits in closed_ until emit_ready lets it go.
 void EventBuilder::fold(uint64_t index, const std::vector<float>& scores) {
+  const Kind kind = kind_of(scores);
+  // Runs that end before this segment end where its span starts.
+  const double start = span_start(index, kind);
   for (size_t label = 0; label < labels_.size(); ++label) {
     Open& run = open_[label];
     const float score = scores[label];
     if (score >= thresholds_[label]) {  // == threshold is on
       if (!run.active) {
-        run = Open{true, index, index, score};
+        run = Open{true, index, index, score, start};
       } else {
         run.last = index;
         run.score = std::max(run.score, score);
       }
     } else if (run.active) {
-      close(label);
+      close(label, start);
     }
   }
   next_index_ = index + 1;
   emit_ready();
 }
 
-void EventBuilder::close(size_t label) {
+EventBuilder::Kind EventBuilder::kind_of(const std::vector<float>& scores) const {
+  bool quiet = false;
+  for (size_t label = 0; label < labels_.size(); ++label) {
+    if (!(scores[label] >= thresholds_[label])) continue;
+    if (quiet_ && label == *quiet_) {
+      quiet = true;
+    } else {
+      return Kind::kSounding;
+    }
+  }
+  return quiet ? Kind::kQuiet : Kind::kNone;
+}
+
+// Where segment `index`'s span starts: its middle hop (0 for segment 0),
+// moved by the quiet rule (see the header) when it and the segment before it
+// are one quiet and one sounding. Records this segment for the next call.
+double EventBuilder::span_start(uint64_t index, Kind kind) {
+  const double to_span = (segment_seconds_ - hop_seconds_) / 2;
+  double start = index == 0 ? 0.0 : static_cast<double>(index) * hop_seconds_ + to_span;
+  bool cut = false;
+  if (index > 0 && last_kind_ == Kind::kQuiet && kind == Kind::kSounding) {
+    // The quiet window before ends at (index - 1) * hop + segment: the sound
+    // starts after it, or in the first half of this span at the latest.
+    const double quiet_end = static_cast<double>(index - 1) * hop_seconds_ + segment_seconds_;
+    start = std::min(quiet_end, start + hop_seconds_ / 2);
+    cut = true;
+  } else if (index > 0 && last_kind_ == Kind::kSounding && kind == Kind::kQuiet && !last_cut_) {
+    // This quiet window starts at index * hop: the sound before it ends
+    // there, or in the second half of the sounding segment's span.
+    const double quiet_start = static_cast<double>(index) * hop_seconds_;
+    start = std::max(quiet_start, (last_start_ + start) / 2);
+  }
+  last_kind_ = kind;
+  last_start_ = start;
+  last_cut_ = cut;
+  return start;
+}
+
+void EventBuilder::close(size_t label, double end) {
   Open& run = open_[label];
-  closed_.emplace(Key{run.first, label}, Closed{run.last, run.score});
+  closed_.emplace(Key{run.first, label}, Closed{run.last, run.score, run.start, end});
   run.active = false;
 }
 
@@ -127,13 +177,12 @@ void EventBuilder::emit_ready() {
   }
 }
 
-// An event spans its segments' middle hops (see the header), from the first
-// one's start (0 for segment 0) to the last one's end.
+// An event spans its segments' spans (see the header), from the first one's
+// start to the last one's end.
 Event EventBuilder::make_event(const Key& key, const Closed& closed) const {
-  const double to_span = (segment_seconds_ - hop_seconds_) / 2;
   Event event;
-  event.start = key.first == 0 ? 0.0 : static_cast<double>(key.first) * hop_seconds_ + to_span;
-  event.end = static_cast<double>(closed.last + 1) * hop_seconds_ + to_span;
+  event.start = closed.start;
+  event.end = closed.end;
   event.label = labels_[key.second];
   event.score = closed.score;
   return event;

@@ -3,12 +3,14 @@
 // threads or workers finish out of order); events leave in start-time order.
 // Adjacent (index-consecutive) segments with the same label merge into one event
 // whose score is the highest segment score. One EventBuilder per file.
+// docs/models.md ("Bring your own model") explains the time rules.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,8 +35,19 @@ class EventBuilder {
   // 2 s at a time still places a boundary within half a hop, and two labels'
   // events do not overlap. The first segment's span starts at 0 and the last
   // one's ends at the end of the audio, so the spans cover the whole file.
+  //
+  // quiet_label (optional, an index into labels) names a label that a segment
+  // only gets when nothing in its whole window sounds (the default tagger's
+  // silence). A quiet segment (that label on, no other) says more than its
+  // middle hop: nothing sounds anywhere in its window. So where a quiet
+  // segment and a sounding one (another label on) meet, their boundary moves
+  // toward the sounding one, to the edge of the quiet window, but never past
+  // the middle of the sounding segment's span; a sounding segment between two
+  // quiet ones gives up one side only. Spans still tile the file and every
+  // sounding segment keeps at least half of its span, so no event is lost.
   EventBuilder(std::vector<std::string> labels, std::vector<float> thresholds,
-               double segment_seconds, double hop_seconds, Emit emit);
+               double segment_seconds, double hop_seconds, Emit emit,
+               std::optional<size_t> quiet_label = std::nullopt);
 
   // Scores of segment `index` (size == labels.size(), else std::invalid_argument;
   // the same index twice, or any call after finish(), is std::logic_error).
@@ -57,11 +70,15 @@ class EventBuilder {
   // Emission order: (first segment index, position of the label in labels_).
   // Starts grow with the index because hop_seconds > 0, so this is start order.
   using Key = std::pair<uint64_t, size_t>;
-  struct Open { bool active = false; uint64_t first = 0; uint64_t last = 0; float score = 0; };
-  struct Closed { uint64_t last = 0; float score = 0; };
+  // Times are span boundaries (seconds), fixed when the run opens or closes.
+  struct Open { bool active = false; uint64_t first = 0; uint64_t last = 0; float score = 0; double start = 0; };
+  struct Closed { uint64_t last = 0; float score = 0; double start = 0; double end = 0; };
+  enum class Kind { kNone, kQuiet, kSounding };  // see quiet_label above
 
   void fold(uint64_t index, const std::vector<float>& scores);
-  void close(size_t label);
+  Kind kind_of(const std::vector<float>& scores) const;
+  double span_start(uint64_t index, Kind kind);
+  void close(size_t label, double end);
   void emit_ready();
   Event make_event(const Key& key, const Closed& closed) const;
 
@@ -70,10 +87,16 @@ class EventBuilder {
   double segment_seconds_;
   double hop_seconds_;
   Emit emit_;
+  std::optional<size_t> quiet_;
   std::map<uint64_t, std::vector<float>> waiting_;  // out-of-order arrivals
   uint64_t next_index_ = 0;                         // next index to fold in
   std::vector<Open> open_;                          // one per label
   std::map<Key, Closed> closed_;                    // closed, waiting for an earlier open event
+  // The segment folded last: its kind, where its span starts, and whether a
+  // quiet segment before it took part of its span.
+  Kind last_kind_ = Kind::kNone;
+  double last_start_ = 0;
+  bool last_cut_ = false;
   bool finished_ = false;
 };
 

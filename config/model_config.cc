@@ -136,6 +136,17 @@ void read_thresholds(TomlReader& reader, ModelConfig& config) {
   }
 }
 
+// A quiet label makes EventBuilder move boundaries by the segment's window,
+// which only a stateless model's overlapping segments have.
+void read_quiet_label(TomlReader& reader, ModelConfig& config) {
+  if (!reader.has("labels.quiet")) return;
+  if (config.is_stateful()) reader.fail("labels.quiet", "only a stateless model has a quiet label");
+  config.quiet_label = reader.get_string("labels.quiet", "");
+  if (std::find(config.labels.begin(), config.labels.end(), config.quiet_label) == config.labels.end()) {
+    reader.fail("labels.quiet", toml_quote(config.quiet_label) + " is not a label in labels.names");
+  }
+}
+
 void check_frequencies(TomlReader& reader, const ModelConfig& config) {
   const double nyquist = config.sample_rate / 2.0;
   if (config.fmax > nyquist) {
@@ -250,6 +261,7 @@ void write_labels(std::ostream& out, const ModelConfig& config) {
   }
   const float base = base_threshold(config.thresholds);
   out << "]\nthreshold = " << threshold_text(base) << "\n";
+  if (!config.quiet_label.empty()) out << "quiet = " << toml_quote(config.quiet_label) << "\n";
   bool header_written = false;
   for (size_t i = 0; i < config.labels.size(); ++i) {
     if (config.thresholds[i] == base) continue;
@@ -260,6 +272,12 @@ void write_labels(std::ostream& out, const ModelConfig& config) {
 }
 
 }  // namespace
+
+std::optional<size_t> ModelConfig::quiet_index() const {
+  const auto it = std::find(labels.begin(), labels.end(), quiet_label);
+  if (quiet_label.empty() || it == labels.end()) return std::nullopt;
+  return static_cast<size_t>(it - labels.begin());
+}
 
 int ModelConfig::segment_samples() const {
   return static_cast<int>(std::lround(segment_seconds * sample_rate));
@@ -313,6 +331,7 @@ ModelConfig load_model_config(const std::string& path) {
   read_features(reader, config);
   read_label_names(reader, config);
   read_thresholds(reader, config);
+  read_quiet_label(reader, config);
   reader.check_no_unknown_keys();
   // Cross-field checks last: each field is known to be well-formed by now.
   check_frequencies(reader, config);
@@ -323,6 +342,9 @@ ModelConfig load_model_config(const std::string& path) {
 std::string to_toml(const ModelConfig& config) {
   if (config.thresholds.size() != config.labels.size()) {
     throw std::invalid_argument("to_toml: thresholds must hold one value per label");
+  }
+  if (!config.quiet_label.empty() && !config.quiet_index()) {
+    throw std::invalid_argument("to_toml: quiet label " + toml_quote(config.quiet_label) + " is not a label");
   }
   std::ostringstream out;
   out << "# Model contract, read by corepool's load_model_config() (config/model_config.h).\n";

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,12 +63,16 @@ struct ModelConfig {
   std::vector<std::string> labels;    // [labels] names (non-empty, unique)
   std::vector<float> thresholds;      // one per label: [labels] threshold (default 0.5),
                                       // overridden per label by [labels.thresholds]
+  std::string quiet_label;            // [labels] quiet: a label a segment only gets when
+                                      // nothing in its window sounds ("" = none; stateless)
   int max_batch = 64;                 // [model] max_batch the module accepts (>= 1)
   ModelKind kind = ModelKind::kStateless;  // [model] kind = "stateless" | "stateful"
   StatefulSpec stateful;              // [stateful], kind = "stateful" only
   EventRules rules;                   // [events], kind = "stateful" only
 
   bool is_stateful() const { return kind == ModelKind::kStateful; }
+  // quiet_label's position in labels, for EventBuilder; none when unset.
+  std::optional<size_t> quiet_index() const;
   // Floats of one task and of one result: stateless, segment_samples() and
   // labels.size(); stateful, context + chunk + state and labels + state.
   int64_t task_floats() const;

@@ -129,7 +129,8 @@ uint64_t BatchRun::open_job(const BatchInput& input, const std::string& out_path
     job.out->event(e);
   });
   job.events = std::make_unique<EventBuilder>(model_.labels, model_.thresholds, model_.segment_seconds,
-                                              model_.hop_seconds, [&job](const Event& e) { job.filter->add(e); });
+                                              model_.hop_seconds, [&job](const Event& e) { job.filter->add(e); },
+                                              model_.quiet_index());
   return id;
 }
 

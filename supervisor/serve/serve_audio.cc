@@ -27,7 +27,7 @@ class TagState {
   TagState(std::shared_ptr<Generation> generation, Reply reply, std::shared_ptr<std::atomic<uint64_t>> cancelled)
       : generation_(std::move(generation)), reply_(std::move(reply)), cancelled_(std::move(cancelled)),
         builder_(model().labels, model().thresholds, model().segment_seconds, model().hop_seconds,
-                 [this](const Event& e) { events_.push_back(event_json(e)); }) {}
+                 [this](const Event& e) { events_.push_back(event_json(e)); }, model().quiet_index()) {}
 
   void set_stream(uint64_t id) { stream_ = id; }
   void submitted() {

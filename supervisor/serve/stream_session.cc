@@ -7,7 +7,8 @@ StreamSession::StreamSession(uint64_t id, std::shared_ptr<Generation> generation
                              std::unique_ptr<StreamOutput> output, StreamRegistry& registry, int idle_s)
     : StreamSessionBase(id, std::move(generation), spec, std::move(output), registry, idle_s),
       builder_(model_.labels, model_.thresholds, model_.segment_seconds, model_.hop_seconds,
-               [this](const Event& e) { send_event(e); }),  // under mu_, from add() or finish()
+               [this](const Event& e) { send_event(e); },  // under mu_, from add() or finish()
+               model_.quiet_index()),
       segmenter_(static_cast<size_t>(model_.segment_samples()), static_cast<size_t>(model_.hop_samples())) {}
 
 // Every segment these samples complete goes to the executor; its last sample

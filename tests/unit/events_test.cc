@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <numeric>
+#include <optional>
 #include <ostream>
 #include <random>
 #include <stdexcept>
@@ -40,22 +41,51 @@ struct Params {
   std::vector<float> thresholds;
   double segment_seconds = 1.0;
   double hop_seconds = 1.0;
+  std::optional<size_t> quiet;  // EventBuilder's quiet_label
 };
 
 // Collects what the builder emits; `builder` is wired to `events`.
 struct Harness {
   explicit Harness(const Params& p)
       : builder(p.labels, p.thresholds, p.segment_seconds, p.hop_seconds,
-                [this](const Event& e) { events.push_back(e); }) {}
+                [this](const Event& e) { events.push_back(e); }, p.quiet) {}
   std::vector<Event> events;
   EventBuilder builder;
 };
 
-// The oracle: per label, every maximal run of on-segments is one event,
-// spanning the middle hops of its segments (from 0 for the first segment, to
-// the duration for the last); sort by (start, label position); clip to the
+// Where each segment's span starts, all scores known: the middle hop (0 for
+// segment 0), unless one of segments k-1, k is quiet (only the quiet label
+// on) and the other sounds (another label on). Then the boundary moves to the
+// quiet window's edge, but not past the sounding span's middle, and a sounding
+// span moved on its left keeps its right edge.
+std::vector<double> span_starts(const Params& p, const Scores& scores) {
+  const double to_middle = (p.segment_seconds - p.hop_seconds) / 2;
+  std::vector<int> kind(scores.size());  // 0 nothing on, 1 quiet, 2 sounding
+  for (size_t i = 0; i < scores.size(); ++i) {
+    for (size_t l = 0; l < p.labels.size(); ++l) {
+      if (scores[i][l] >= p.thresholds[l]) kind[i] = std::max(kind[i], p.quiet == l ? 1 : 2);
+    }
+  }
+  std::vector<double> start(scores.size() + 1);
+  std::vector<bool> moved_left(scores.size(), false);
+  for (size_t k = 0; k <= scores.size(); ++k) start[k] = k == 0 ? 0.0 : k * p.hop_seconds + to_middle;
+  for (size_t k = 1; k < scores.size(); ++k) {
+    if (kind[k - 1] == 1 && kind[k] == 2) {
+      start[k] = std::min((k - 1) * p.hop_seconds + p.segment_seconds, start[k] + p.hop_seconds / 2);
+      moved_left[k] = true;
+    } else if (kind[k - 1] == 2 && kind[k] == 1 && !moved_left[k - 1]) {
+      start[k] = std::max(k * p.hop_seconds, (start[k - 1] + start[k]) / 2);
+    }
+  }
+  return start;
+}
+
+// The oracle: per label, every maximal run of on-segments is one event, from
+// its first segment's span start to the next segment's span start (the
+// duration for the last segment); sort by (start, label position); clip to the
 // duration and drop empty ones.
 std::vector<Event> expected_events(const Params& p, const Scores& scores, double duration) {
+  const std::vector<double> start = span_starts(p, scores);
   std::vector<std::tuple<size_t, size_t, Event>> keyed;  // (first, label, event)
   for (size_t l = 0; l < p.labels.size(); ++l) {
     for (size_t i = 0; i < scores.size();) {
@@ -65,10 +95,7 @@ std::vector<Event> expected_events(const Params& p, const Scores& scores, double
       while (j + 1 < scores.size() && scores[j + 1][l] >= p.thresholds[l]) {
         best = std::max(best, scores[++j][l]);
       }
-      const double to_middle = (p.segment_seconds - p.hop_seconds) / 2;
-      Event e{i == 0 ? 0.0 : i * p.hop_seconds + to_middle,
-              j + 1 == scores.size() ? duration : (j + 1) * p.hop_seconds + to_middle, p.labels[l],
-              best};
+      Event e{start[i], j + 1 == scores.size() ? duration : start[j + 1], p.labels[l], best};
       e.start = std::min(e.start, duration);
       e.end = std::min(e.end, duration);
       if (e.end > e.start) keyed.emplace_back(i, l, e);
@@ -200,6 +227,113 @@ TEST(EventBuilderTest, TheLastSegmentSpeaksUpToTheEndOfTheAudio) {
   h.builder.finish(4, 2.2);
   EXPECT_EQ(h.events,
             (std::vector<Event>{{0.0, 2.2, "label0", 0.9f}, {1.75, 2.2, "label1", 0.8f}}));
+}
+
+// The quiet rule (EventBuilder's quiet_label), by hand. Two labels, speech
+// and a quiet "silence"; segments of 2 s every 0.5 s unless said otherwise.
+Params speech_and_silence(double segment, double hop) {
+  Params p;
+  p.labels = {"speech", "silence"};
+  p.thresholds = {0.5f, 0.5f};
+  p.segment_seconds = segment;
+  p.hop_seconds = hop;
+  p.quiet = 1;
+  return p;
+}
+const std::vector<float> kSpeech = {0.9f, 0.1f};
+const std::vector<float> kSilence = {0.1f, 0.9f};
+
+std::vector<Event> events_of(const Params& p, const std::vector<std::vector<float>>& scores, double duration) {
+  Harness h(p);
+  for (uint64_t i = 0; i < scores.size(); ++i) h.builder.add(i, scores[i]);
+  h.builder.finish(scores.size(), duration);
+  return h.events;
+}
+
+TEST(EventBuilderTest, AQuietSegmentEndsASyllableAtTheStartOfAFileAtTheMiddleOfItsSpan) {
+  // A 2.24 s file, a syllable in its first half second: segment 0 hears
+  // [0, 2] and says speech, segment 1 hears [0.5, 2.5] and says silence.
+  // Segment 0's span is [0, 1.25]; silence from 0.5 s on would take all but
+  // 0.5 s of it, so the boundary stops at the span's middle, 0.625 s.
+  const Params p = speech_and_silence(2.0, 0.5);
+  EXPECT_EQ(events_of(p, {kSpeech, kSilence}, 2.24),
+            (std::vector<Event>{{0.0, 0.625, "speech", 0.9f}, {0.625, 2.24, "silence", 0.9f}}));
+  Params plain = p;
+  plain.quiet.reset();  // without the rule: the middle hops meet at 1.25 s
+  EXPECT_EQ(events_of(plain, {kSpeech, kSilence}, 2.24),
+            (std::vector<Event>{{0.0, 1.25, "speech", 0.9f}, {1.25, 2.24, "silence", 0.9f}}));
+}
+
+TEST(EventBuilderTest, QuietWindowsMoveBothBoundariesOfASilenceByHalfAHop) {
+  // Speech 0..3, silence 4..7, speech 8..11; 7.5 s. Middle hops would meet
+  // at 2.75 and 4.75. Segment 4's window starts at 2.0, but segment 3's span
+  // [2.25, 2.75] keeps its first half: 2.5. Segment 7's window ends at 5.5,
+  // but segment 8's span [4.75, 5.25] keeps its second half: 5.0.
+  const Params p = speech_and_silence(2.0, 0.5);
+  std::vector<std::vector<float>> scores;
+  for (int i = 0; i < 12; ++i) scores.push_back(i >= 4 && i < 8 ? kSilence : kSpeech);
+  EXPECT_EQ(events_of(p, scores, 7.5),
+            (std::vector<Event>{{0.0, 2.5, "speech", 0.9f}, {2.5, 5.0, "silence", 0.9f},
+                                {5.0, 7.5, "speech", 0.9f}}));
+}
+
+TEST(EventBuilderTest, WithShortSegmentsTheQuietWindowEdgeIsTheBoundary) {
+  // 1 s every 0.5 s, 3 s: speech 0..1, silence 2..3, speech 4. Silent windows
+  // [1.0, 2.0] and [1.5, 2.5]: silence is exactly [1.0, 2.5] (middle hops
+  // would say [1.25, 2.25]); each move is a quarter second, half a span.
+  const Params p = speech_and_silence(1.0, 0.5);
+  EXPECT_EQ(events_of(p, {kSpeech, kSpeech, kSilence, kSilence, kSpeech}, 3.0),
+            (std::vector<Event>{{0.0, 1.0, "speech", 0.9f}, {1.0, 2.5, "silence", 0.9f},
+                                {2.5, 3.0, "speech", 0.9f}}));
+}
+
+TEST(EventBuilderTest, ASoundingSegmentBetweenTwoQuietOnesGivesUpOneSideOnly) {
+  // Silence, silence, speech, silence, silence; 4 s. Segment 2's span
+  // [1.75, 2.25] loses its first half to the silence before it and keeps the
+  // rest: the speech is not erased.
+  const Params p = speech_and_silence(2.0, 0.5);
+  EXPECT_EQ(events_of(p, {kSilence, kSilence, kSpeech, kSilence, kSilence}, 4.0),
+            (std::vector<Event>{{0.0, 2.0, "silence", 0.9f}, {2.0, 2.25, "speech", 0.9f},
+                                {2.25, 4.0, "silence", 0.9f}}));
+}
+
+TEST(EventBuilderTest, ASegmentWithTheQuietLabelAndAnotherOnSounds) {
+  // Segment 1 is over both thresholds: it sounds, so the silence before it
+  // takes the first half of its span [1.25, 1.75] (were it quiet, nothing
+  // would move), and the silence after it takes nothing, as it gave a side.
+  const Params p = speech_and_silence(2.0, 0.5);
+  EXPECT_EQ(events_of(p, {kSilence, {0.6f, 0.7f}, kSilence}, 3.0),
+            (std::vector<Event>{{0.0, 3.0, "silence", 0.9f}, {1.5, 1.75, "speech", 0.6f}}));
+}
+
+TEST(EventBuilderTest, WithAQuietLabelShuffledArrivalsMatchTheOracle) {
+  std::mt19937 rng(20261130);
+  for (const auto& [segment, hop] : {std::pair{2.0, 0.5}, std::pair{1.0, 0.5}, std::pair{1.0, 1.0}}) {
+    Params p = numbered_labels(3);
+    p.segment_seconds = segment;
+    p.hop_seconds = hop;
+    p.quiet = 2;
+    // One label on per segment, as a softmax at 0.5 gives, in runs of 1..6.
+    Scores scores;
+    std::uniform_int_distribution<int> label(0, 2), run_length(1, 6);
+    while (scores.size() < 2000) {
+      const int on = label(rng);
+      for (int k = run_length(rng); k > 0; --k) {
+        scores.push_back({0.1f, 0.1f, 0.1f});
+        scores.back()[on] = 0.8f;
+      }
+    }
+    const double duration = hop * (scores.size() - 1) + segment / 2;
+    const std::vector<Event> expected = expected_events(p, scores, duration);
+    ASSERT_GT(expected.size(), 300u);
+    for (size_t k = 1; k < expected.size(); ++k) {  // the spans still tile the file
+      ASSERT_EQ(expected[k - 1].end, expected[k].start) << "at event " << k;
+    }
+    EXPECT_EQ(run(p, scores, in_order(scores.size()), duration), expected);
+    std::vector<uint64_t> order = in_order(scores.size());
+    std::shuffle(order.begin(), order.end(), rng);
+    EXPECT_EQ(run(p, scores, order, duration), expected);
+  }
 }
 
 // Only events still open at finish() can reach past the audio (the segmenter
@@ -377,6 +511,8 @@ TEST(EventBuilderTest, MismatchedThresholdsOrNonPositiveLengthsAreInvalidArgumen
   EXPECT_THROW(make({0.5f, 0.5f}, 0.0, 0.5), std::invalid_argument);
   EXPECT_THROW(make({0.5f, 0.5f}, 1.0, 0.0), std::invalid_argument);
   EXPECT_NO_THROW(make({0.5f, 0.5f}, 1.0, 0.5));
+  EXPECT_THROW(EventBuilder({"a", "b"}, {0.5f, 0.5f}, 1.0, 0.5, [](const Event&) {}, 2),
+               std::invalid_argument);  // the quiet label must be one of the labels
 }
 
 TEST(EventBuilderTest, FinishingWithAMissingSegmentNamesIt) {

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <optional>
 #include <string>
 
 namespace corepool {
@@ -92,6 +93,7 @@ void expect_same(const ModelConfig& actual, const ModelConfig& expected) {
   EXPECT_EQ(actual.labels, expected.labels);
   EXPECT_EQ(actual.thresholds, expected.thresholds);
   EXPECT_EQ(actual.max_batch, expected.max_batch);
+  EXPECT_EQ(actual.quiet_label, expected.quiet_label);
 }
 
 TEST_F(ModelConfigTest, ValidFileLoadsEveryField) {
@@ -213,6 +215,7 @@ TEST_F(ModelConfigTest, ToTomlOutputLoadsBackToTheSameConfig) {
   odd.max_batch = 1;
   odd.labels = {"dog bark", "a.b", "x", "\"q\""};
   odd.thresholds = {0.1f, 1.0f / 3.0f, 0.0f, 1.0f};
+  odd.quiet_label = "a.b";
   for (const ModelConfig& config : {logmel, odd}) {
     SCOPED_TRACE(to_toml(config));
     expect_same(load_model_config(write(to_toml(config))), config);
@@ -236,6 +239,16 @@ TEST_F(ModelConfigTest, ToTomlRejectsThresholdsThatDoNotMatchTheLabels) {
   config.labels = {"a", "b"};
   config.thresholds = {0.5f};
   EXPECT_THROW(to_toml(config), std::invalid_argument);
+}
+
+TEST_F(ModelConfigTest, ToTomlRejectsAQuietLabelThatIsNotALabel) {
+  ModelConfig config;
+  config.labels = {"a", "b"};
+  config.thresholds = {0.5f, 0.5f};
+  config.quiet_label = "silence";  // would write a file that does not load
+  EXPECT_THROW(to_toml(config), std::invalid_argument);
+  config.quiet_label = "b";
+  EXPECT_NO_THROW(to_toml(config));
 }
 
 TEST_F(ModelConfigTest, EachOutOfRangeModelValueNamesLineAndKey) {
@@ -341,6 +354,16 @@ TEST_F(ModelConfigTest, ThresholdOutsideZeroToOneIsRejected) {
 TEST_F(ModelConfigTest, PerLabelThresholdForAnUnknownLabelIsRejected) {
   EXPECT_EQ(error_for(kValid + "speeh = 0.7\n"),
             at(19, "labels.thresholds.speeh", "not a label in labels.names"));
+}
+
+TEST_F(ModelConfigTest, TheQuietLabelIsOneOfTheLabels) {
+  const std::string quiet = with_line(kValid, 16, "threshold = 0.5\nquiet = \"silence\"");
+  const ModelConfig config = load_model_config(write(quiet));
+  EXPECT_EQ(config.quiet_label, "silence");
+  EXPECT_EQ(config.quiet_index(), std::optional<size_t>(3));
+  EXPECT_EQ(load_model_config(write(kValid)).quiet_index(), std::nullopt);  // none unless named
+  EXPECT_EQ(error_for(with_line(kValid, 16, "quiet = \"silense\"")),
+            at(16, "labels.quiet", "\"silense\" is not a label in labels.names"));
 }
 
 TEST_F(ModelConfigTest, UnknownKeysAreRejectedWhereverTheyAre) {

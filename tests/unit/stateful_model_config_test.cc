@@ -112,6 +112,9 @@ TEST_F(StatefulModelConfigTest, EachMistakeNamesLineAndKey) {
   EXPECT_EQ(error_for(with_line(kStateful, 4, "segment_seconds = 1.0")).rfind(p + ":4: model.segment_seconds: ", 0), 0u);
   EXPECT_EQ(error_for(with_line(kStateful, 9, "")), p + ":7: stateful.chunk_samples: required key is missing");
   EXPECT_EQ(error_for(with_line(kStateful, 3, "kind = \"stateless\"")).rfind(p + ":", 0), 0u);
+  // Chunks do not overlap, so a quiet label could move nothing: refused.
+  EXPECT_EQ(error_for(kStateful + "quiet = \"speech\"\n"),
+            p + ":18: labels.quiet: only a stateless model has a quiet label");
 }
 
 }  // namespace
