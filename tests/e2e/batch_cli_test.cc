@@ -65,7 +65,7 @@ std::vector<Event> reference_events(const std::string& path) {
   Engine engine(model);
   std::vector<Event> events;
   EventBuilder builder(cfg.labels, cfg.thresholds, cfg.segment_seconds, cfg.hop_seconds,
-                       [&](const Event& e) { events.push_back(e); });
+                       [&](const Event& e) { events.push_back(e); }, cfg.quiet_index());
   AudioStream stream(path, cfg.sample_rate);
   Segmenter segmenter(cfg.segment_samples(), cfg.hop_samples());
   std::vector<float> block;
