@@ -47,7 +47,11 @@ void StreamSessionBase::start() {
 
 StreamStat StreamSessionBase::stat() const {
   const double audio = audio_seconds_.load();
-  return {id_, audio, events_.load(), dropped_.load(), std::max(0.0, audio - tagged_seconds_.load())};
+  // Audio still in the queue was received too: a stream whose thread waits
+  // for the engines shows its lag here before the queue fills and ends it.
+  const double queued = static_cast<double>(queued_bytes_.load()) /
+                        (static_cast<double>(spec_.sample_rate) * static_cast<double>(spec_.frame_bytes()));
+  return {id_, audio, events_.load(), dropped_.load(), std::max(0.0, audio + queued - tagged_seconds_.load())};
 }
 
 // ---- the wire's threads (AudioStream) ----------------------------------------

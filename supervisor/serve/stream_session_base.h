@@ -113,7 +113,7 @@ class StreamSessionBase : public AudioStream, public std::enable_shared_from_thi
   const size_t max_queue_bytes_;
 
   std::deque<Piece> queue_;        // under mu_: PCM pieces not yet tagged
-  size_t queued_bytes_ = 0;        // under mu_
+  std::atomic<size_t> queued_bytes_{0};  // changed under mu_; stat() reads it without
   std::optional<Ending> ending_;   // under mu_
   Clock::time_point last_input_;   // under mu_: the idle timeout counts from here
   bool woken_ = false;             // under mu_

@@ -72,7 +72,7 @@ struct StreamStat {
   double audio_seconds = 0;   // audio received, at the client's rate
   uint64_t events = 0;        // events sent
   uint64_t dropped = 0;       // frames not sent: the client did not read
-  double lag_seconds = 0;     // audio received whose results are not all in yet (events still undecided)
+  double lag_seconds = 0;     // audio received whose results are not all in yet, queued audio included
 };
 struct StreamTotals {
   uint64_t streams = 0;       // streams opened (upgraded)
