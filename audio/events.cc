@@ -75,9 +75,8 @@ void EventBuilder::finish(uint64_t total_segments, double duration_seconds) {
                            " was never added" + of_total);
   }
   finished_ = true;
-  // The last span's nominal end; finish() moves it to the end of the audio below.
-  const double to_span = (segment_seconds_ - hop_seconds_) / 2;
-  const double last_end = static_cast<double>(total_segments) * hop_seconds_ + to_span;
+  // The last span's nominal end; moved to the end of the audio below.
+  const double last_end = middle_hop_start(total_segments);
   for (size_t label = 0; label < open_.size(); ++label) {
     if (open_[label].active) close(label, last_end);
   }
@@ -134,8 +133,7 @@ EventBuilder::Kind EventBuilder::kind_of(const std::vector<float>& scores) const
 // moved by the quiet rule (see the header) when it and the segment before it
 // are one quiet and one sounding. Records this segment for the next call.
 double EventBuilder::span_start(uint64_t index, Kind kind) {
-  const double to_span = (segment_seconds_ - hop_seconds_) / 2;
-  double start = index == 0 ? 0.0 : static_cast<double>(index) * hop_seconds_ + to_span;
+  double start = index == 0 ? 0.0 : middle_hop_start(index);
   bool cut = false;
   if (index > 0 && last_kind_ == Kind::kQuiet && kind == Kind::kSounding) {
     // The quiet window before ends at (index - 1) * hop + segment: the sound
@@ -153,6 +151,10 @@ double EventBuilder::span_start(uint64_t index, Kind kind) {
   last_start_ = start;
   last_cut_ = cut;
   return start;
+}
+
+double EventBuilder::middle_hop_start(uint64_t index) const {
+  return static_cast<double>(index) * hop_seconds_ + (segment_seconds_ - hop_seconds_) / 2;
 }
 
 void EventBuilder::close(size_t label, double end) {

@@ -78,6 +78,7 @@ class EventBuilder {
   void fold(uint64_t index, const std::vector<float>& scores);
   Kind kind_of(const std::vector<float>& scores) const;
   double span_start(uint64_t index, Kind kind);
+  double middle_hop_start(uint64_t index) const;  // index * hop + (segment - hop) / 2
   void close(size_t label, double end);
   void emit_ready();
   Event make_event(const Key& key, const Closed& closed) const;
