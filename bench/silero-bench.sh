@@ -43,12 +43,17 @@ for round in $(seq "${ROUNDS:-1}"); do
     for mode in thread process; do
       # "short, stdout": the same 200 files with their events on standard output
       # (--out -), no result files: what the filesystem's file creation costs.
-      for run in long short short-stdout; do
-        set=${run%-stdout}
+      # "chunkwise": --lane-seconds 30, the method chunk by chunk as before the
+      # split ([stateful.split]), the long file in lanes of 30 s (an
+      # approximation), for comparison in the same run.
+      for run in long long-chunkwise short short-chunkwise short-stdout; do
+        set=${run%%-*}
         out="$WORK/out-$mode-$set"
-        [ "$run" = "$set" ] || out=-
+        [ "$run" = short-stdout ] && out=-
+        lanes=()
+        [ "${run#*-}" = chunkwise ] && lanes=(--lane-seconds 30)
         start=$(date +%s.%N)
-        line=$("$bin" batch --model "$MODEL" --mode "$mode" --force --no-progress \
+        line=$("$bin" batch --model "$MODEL" --mode "$mode" --force --no-progress "${lanes[@]}" \
                  --out "$out" "$WORK/$set" 2>&1 >/dev/null | grep 'real time' | tail -n 1)
         end=$(date +%s.%N)
         echo "$name $mode, ${run/-/, }: ${line#*] } (process start to exit: $(awk "BEGIN{printf \"%.2f\", $end - $start}") s)"

@@ -5,6 +5,8 @@
 // the module (as loaded; frozen; frozen + optimize_for_inference), the
 // microseconds per chunk and the x real time ONE core can reach, so that
 // `corepool batch`'s figure per core can be read against it in the same run.
+// A model with a split ([stateful.split]) also gets its split's cost for one
+// stream: the front over a batch of that stream's chunks, the sequence along them.
 // Prints figures; passes or fails on nothing but errors.
 // It runs on jemalloc, as corepool does (--allocator system for glibc's malloc).
 //   corepool-silero-ceiling --model build/models/silero-vad [--batches 64,128,256,512] [--seconds 1]
@@ -31,15 +33,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Microseconds per chunk of `method` at `batch`, the best of three timed
-// stretches of about `seconds` / 3 each, after a warm-up.
-double us_per_chunk(torch::jit::Module& method, const StatefulSpec& s, int64_t batch, double seconds) {
-  c10::InferenceMode guard;
-  std::vector<int64_t> state_shape = s.state_shape;
-  state_shape[s.batch_dim()] = batch;
-  const torch::Tensor x = torch::randn({batch, s.context_samples + s.chunk_samples}) * 0.1;
-  torch::Tensor state = torch::full(state_shape, s.state_initial);
-  const auto call = [&] { state = method.forward({x, state}).toTuple()->elements()[1].toTensor(); };
+// The best of three timed stretches of `call`, which runs `chunks` chunks:
+// microseconds per chunk, after a warm-up.
+template <typename Call>
+double best_us(const Call& call, int64_t chunks, double seconds) {
   for (int i = 0; i < 10; ++i) call();
   double best = 1e30;
   for (int round = 0; round < 3; ++round) {
@@ -51,9 +48,47 @@ double us_per_chunk(torch::jit::Module& method, const StatefulSpec& s, int64_t b
       ++calls;
       elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
     }
-    best = std::min(best, elapsed * 1e6 / (static_cast<double>(calls) * batch));
+    best = std::min(best, elapsed * 1e6 / (static_cast<double>(calls) * chunks));
   }
   return best;
+}
+
+struct SplitCost {
+  double front = 0, sequence = 0;  // us per chunk
+};
+
+// ONE stream through a split ([stateful.split]): its front over `batch`
+// chunks in one call, and its sequence along them, sequence_chunks a call.
+SplitCost split_us_per_chunk(torch::jit::Module& method, const StatefulSpec& s, int64_t batch, double seconds) {
+  c10::InferenceMode guard;
+  const torch::Tensor x = torch::randn({batch, s.context_samples + s.chunk_samples}) * 0.1;
+  torch::jit::Method front = method.get_method(s.split.front), sequence = method.get_method(s.split.sequence);
+  const torch::Tensor features = front({x}).toTensor().reshape({batch, s.split.feature_floats}).contiguous();
+  std::vector<int64_t> state_shape = s.state_shape;
+  state_shape[s.batch_dim()] = 1;
+  torch::Tensor state = torch::full(state_shape, s.state_initial);
+  SplitCost cost;
+  cost.front = best_us([&] { (void)front({x}); }, batch, seconds);
+  cost.sequence = best_us(
+      [&] {
+        for (int64_t c = 0; c < batch; c += s.split.sequence_chunks) {
+          const int64_t t = std::min<int64_t>(s.split.sequence_chunks, batch - c);
+          state = sequence({features.narrow(0, c, t).unsqueeze(1), state}).toTuple()->elements()[1].toTensor();
+        }
+      },
+      batch, seconds);
+  return cost;
+}
+
+// Microseconds per chunk of `method` at `batch`, the best of three timed
+// stretches of about `seconds` / 3 each, after a warm-up.
+double us_per_chunk(torch::jit::Module& method, const StatefulSpec& s, int64_t batch, double seconds) {
+  c10::InferenceMode guard;
+  std::vector<int64_t> state_shape = s.state_shape;
+  state_shape[s.batch_dim()] = batch;
+  const torch::Tensor x = torch::randn({batch, s.context_samples + s.chunk_samples}) * 0.1;
+  torch::Tensor state = torch::full(state_shape, s.state_initial);
+  return best_us([&] { state = method.forward({x, state}).toTuple()->elements()[1].toTensor(); }, batch, seconds);
 }
 
 std::vector<int64_t> parse_batches(const std::string& text) {
@@ -65,6 +100,30 @@ std::vector<int64_t> parse_batches(const std::string& text) {
     at = comma + 1;
   }
   return out;
+}
+
+// The split frozen as optimize_model() freezes it, one stream: the cost of
+// its front at each batch (chunks of that one stream) and of its sequence.
+void print_split(const torch::jit::Module& loaded, const ModelConfig& c, const std::string& batches_text,
+                 double seconds) {
+  const StatefulSpec& s = c.stateful;
+  const double chunk_seconds = static_cast<double>(s.chunk_samples) / c.sample_rate;
+  torch::jit::setGraphExecutorOptimize(true);
+  torch::jit::Module frozen = torch::jit::freeze(loaded.clone(), std::vector<std::string>{s.split.front, s.split.sequence});
+  torch::jit::setGraphExecutorOptimize(false);
+  std::printf("split, frozen, ONE stream: front over a batch of its chunks, sequence %d chunks a call: us per chunk "
+              "(x real time per core)\n%8s %24s %24s %24s\n",
+              s.split.sequence_chunks, "batch", "front", "sequence", "both");
+  for (const int64_t b : parse_batches(batches_text)) {
+    const SplitCost cost = split_us_per_chunk(frozen, s, b, seconds);
+    const double both = cost.front + cost.sequence;
+    std::printf("%8lld", static_cast<long long>(b));
+    for (const double us : {cost.front, cost.sequence, both}) {
+      std::printf(" %14.1f us (%6.0fx)", us, chunk_seconds * 1e6 / us);
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  }
 }
 
 int run_main(int argc, char** argv) {
@@ -118,6 +177,7 @@ int run_main(int argc, char** argv) {
     }
     std::printf("\n");
   }
+  if (c.stateful.split.enabled()) print_split(loaded, c, batches_text, seconds);
   return 0;
 }
 

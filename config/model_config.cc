@@ -34,6 +34,21 @@ void read_model(TomlReader& reader, ModelConfig& config) {
 
 // A stateful model's chunk is its segment: segment and hop are derived from
 // chunk_samples, so giving them as well could only contradict it.
+void read_split(TomlReader& reader, StatefulSpec& s) {
+  if (!reader.has("stateful.split")) return;
+  SplitSpec& split = s.split;
+  for (const char* key : {"stateful.split.front", "stateful.split.sequence", "stateful.split.feature_floats"}) {
+    reader.require(key);
+  }
+  split.front = reader.get_string("stateful.split.front", "");
+  split.sequence = reader.get_string("stateful.split.sequence", "");
+  if (split.front.empty() || split.sequence.empty()) reader.fail("stateful.split", "front and sequence name methods");
+  if (split.front == split.sequence) reader.fail("stateful.split.sequence", "must differ from front");
+  split.feature_floats = reader.get_int("stateful.split.feature_floats", 0, 1, 1 << 16);
+  split.sequence_chunks = reader.get_int("stateful.split.sequence_chunks", split.sequence_chunks, 1, 4096);
+  split.source = reader.get_string("stateful.split.source", "");
+}
+
 void read_stateful(TomlReader& reader, ModelConfig& config) {
   if (!config.is_stateful()) {
     if (reader.has("stateful")) reader.fail("stateful", "section needs [model] kind = \"stateful\"");
@@ -69,6 +84,7 @@ void read_stateful(TomlReader& reader, ModelConfig& config) {
     reader.fail("stateful.lane_warmup_seconds", "must be shorter than lane_seconds");
   }
   config.segment_seconds = config.hop_seconds = static_cast<double>(s.chunk_samples) / config.sample_rate;
+  read_split(reader, s);
 }
 
 void read_event_rules(TomlReader& reader, ModelConfig& config) {
@@ -222,6 +238,16 @@ void write_model(std::ostream& out, const ModelConfig& config) {
   out << "max_batch = " << config.max_batch << "\n";
 }
 
+void write_split(std::ostream& out, const SplitSpec& split) {
+  if (!split.enabled()) return;
+  out << "\n[stateful.split]\n"
+      << "front = " << toml_quote(split.front) << "\n"
+      << "sequence = " << toml_quote(split.sequence) << "\n"
+      << "feature_floats = " << split.feature_floats << "\n"
+      << "sequence_chunks = " << split.sequence_chunks << "\n";
+  if (!split.source.empty()) out << "source = " << toml_quote(split.source) << "\n";
+}
+
 void write_stateful(std::ostream& out, const ModelConfig& config) {
   if (!config.is_stateful()) return;
   const StatefulSpec& s = config.stateful;
@@ -237,6 +263,7 @@ void write_stateful(std::ostream& out, const ModelConfig& config) {
       << "state_output = " << s.state_output << "\n"
       << "lane_seconds = " << toml_float(s.lane_seconds) << "  # 0 = one lane per file (exact)\n"
       << "lane_warmup_seconds = " << toml_float(s.lane_warmup_seconds) << "\n";
+  write_split(out, s.split);
   const EventRules& r = config.rules;
   out << "\n[events]\n"
       << "hysteresis = " << toml_float(r.hysteresis) << "\n"
@@ -314,6 +341,19 @@ int64_t ModelConfig::task_floats() const {
 int64_t ModelConfig::result_floats() const {
   const int64_t labels_n = static_cast<int64_t>(labels.size());
   return is_stateful() ? labels_n + stateful.state_floats() : labels_n;
+}
+
+int64_t ModelConfig::slot_task_floats() const {
+  const SplitSpec& split = stateful.split;
+  if (!is_stateful() || !split.enabled()) return task_floats();
+  return std::max(task_floats(), split.sequence_chunks * split.feature_floats + stateful.state_floats());
+}
+
+int64_t ModelConfig::slot_result_floats() const {
+  const SplitSpec& split = stateful.split;
+  if (!is_stateful() || !split.enabled()) return result_floats();
+  const int64_t sequence = split.sequence_chunks * static_cast<int64_t>(labels.size()) + stateful.state_floats();
+  return std::max({result_floats(), split.feature_floats, sequence});
 }
 
 int64_t ModelConfig::item_floats() const {

@@ -19,6 +19,22 @@ enum class InputKind { kLogMel, kWaveform };
 // (scores, new state); the state travels inside each task (see StatefulSpec).
 enum class ModelKind { kStateless, kStateful };
 
+// [stateful.split] (optional): the method's network cut where its state
+// enters, so that one stream's chunks need not run one call each. `front` is
+// stateless per chunk: x [N, context + chunk] -> [N, feature_floats]. Its
+// partner `sequence` runs T consecutive chunks of N streams through the
+// recurrence in one call: (features [T, N, feature_floats], state with batch
+// N) -> (scores [T, N, labels], state). Both are methods of the method's module;
+// `source` is TorchScript that defines them there at load
+// (torch::jit::Module::define), "" when model.pt has them already. Every engine
+// checks them against the method run chunk by chunk before it serves.
+struct SplitSpec {
+  std::string front, sequence, source;
+  int64_t feature_floats = 0;
+  int sequence_chunks = 64;  // at most T chunks per sequence call
+  bool enabled() const { return !front.empty(); }
+};
+
 // [stateful]: how a streaming model is called, one chunk of each stream per
 // batch item. A task of such a model holds context + chunk samples followed by
 // the stream's state (state_floats(), the state's shape with batch 1, row-major);
@@ -36,6 +52,7 @@ struct StatefulSpec {
   // warm-up scores are discarded. 0 = one lane per file (exact).
   double lane_seconds = 0;
   double lane_warmup_seconds = 0;
+  SplitSpec split;
   int batch_dim() const;           // index of the 0 in state_shape
   int64_t state_floats() const;    // product of state_shape, batch dim as 1
 };
@@ -77,6 +94,10 @@ struct ModelConfig {
   // labels.size(); stateful, context + chunk + state and labels + state.
   int64_t task_floats() const;
   int64_t result_floats() const;
+  // The largest task and result of any kind the model takes: those above, or
+  // with a split its front and its longest sequence (process mode's slots).
+  int64_t slot_task_floats() const;
+  int64_t slot_result_floats() const;
 
   // Segment length and hop in samples at sample_rate (rounded to nearest).
   int segment_samples() const;

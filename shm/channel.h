@@ -23,18 +23,24 @@ struct RequestDesc {
   uint64_t request = 0;  // supervisor's request id (never reused)
   uint32_t slot = 0;     // slab slot holding the input; the result goes there too
   uint32_t samples = 0;  // floats of input at the start of the slot
-  uint32_t flags = 0;    // kRunAlone | kModelInput
+  uint32_t flags = 0;    // kRunAlone | kModelInput | kSplitFront | kSplitSequence
   uint32_t reserved = 0;
 };
 
 constexpr uint32_t kRunAlone = 1;    // a crash suspect: run it in a batch of its own
 constexpr uint32_t kModelInput = 2;  // the floats go to forward() as is, no feature step
+constexpr uint32_t kSplitFront = 4;     // a split model's front of one chunk (TaskInput::kSplitFront)
+constexpr uint32_t kSplitSequence = 8;  // a split model's sequence of one stream (TaskInput::kSplitSequence)
 
 // Worker -> supervisor: the request in `slot` is done.
 struct CompletionDesc {
   uint64_t request = 0;
   uint32_t slot = 0;
   int32_t status = 0;    // 0: `labels` floats of scores follow the PCM; else an error text
+  // Status 0: how many floats the result holds, at most the layout's result
+  // floats; 0 = exactly those (every kind but a split's, whose sizes vary).
+  uint32_t floats = 0;
+  uint32_t reserved = 0;
 };
 
 // Worker -> supervisor, in the slot next to the result: where the request's

@@ -8,7 +8,7 @@
 namespace corepool::shm {
 namespace {
 
-constexpr uint32_t kKnownRequestFlags = kRunAlone | kModelInput;
+constexpr uint32_t kKnownRequestFlags = kRunAlone | kModelInput | kSplitFront | kSplitSequence;
 
 std::string slot_problem(uint32_t slot, const ChannelLayout& layout) {
   if (slot < layout.slab.slot_count) return "";
@@ -45,12 +45,17 @@ DecodedCompletion decode_completion(const CompletionDesc& c, const char* slab, c
     std::memcpy(&out.timing, slot + layout.timing_offset, sizeof(SlotTiming));
   }
   if (c.status == 0) {
-    if (uint64_t{labels} * sizeof(float) > room) {
-      out.problem = std::to_string(labels) + " scores do not fit the slot's result area";
+    if (c.floats > labels) {
+      out.problem = std::to_string(c.floats) + " result floats are more than the layout's " + std::to_string(labels);
       return out;
     }
-    out.scores.resize(labels);
-    std::memcpy(out.scores.data(), result, size_t{labels} * sizeof(float));
+    const uint32_t n = c.floats == 0 ? labels : c.floats;
+    if (uint64_t{n} * sizeof(float) > room) {
+      out.problem = std::to_string(n) + " scores do not fit the slot's result area";
+      return out;
+    }
+    out.scores.resize(n);
+    std::memcpy(out.scores.data(), result, size_t{n} * sizeof(float));
     return out;
   }
   if (c.status != 1) {

@@ -23,7 +23,7 @@ std::string request_problem(const RequestDesc& r, const ChannelLayout& layout);
 // problem. Nothing past the slot's result area is read.
 struct DecodedCompletion {
   std::string problem;        // non-empty: corrupt descriptor, ignore the rest
-  std::vector<float> scores;  // `labels` floats
+  std::vector<float> scores;  // `labels` floats, or the completion's `floats` when set (at most `labels`)
   std::string error;          // the worker's error text (at most kErrorTextBytes)
   SlotTiming timing;          // as the worker wrote it (numbers only: the reader checks what it uses)
 };

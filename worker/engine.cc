@@ -35,7 +35,28 @@ struct SilentBatch {
 
 }  // namespace
 
+// The split's two kinds: only a model with a split takes them, and only at their sizes.
+std::string split_size_error(const ModelConfig& config, TaskInput input, size_t floats) {
+  const StatefulSpec& s = config.stateful;
+  if (!config.is_stateful() || !s.split.enabled()) return "model has no [stateful.split]: no split task runs on it";
+  if (input == TaskInput::kSplitFront) {
+    const auto want = static_cast<size_t>(s.context_samples + s.chunk_samples);
+    if (floats == want) return "";
+    return "split front task has " + std::to_string(floats) + " floats, model expects " + std::to_string(want);
+  }
+  const auto state = static_cast<size_t>(s.state_floats()), width = static_cast<size_t>(s.split.feature_floats);
+  const size_t chunks = floats > state ? (floats - state) / width : 0;
+  if (floats > state && (floats - state) % width == 0 && chunks <= static_cast<size_t>(s.split.sequence_chunks)) {
+    return "";
+  }
+  return "split sequence task has " + std::to_string(floats) + " floats, model expects T x " + std::to_string(width) +
+         " features + " + std::to_string(state) + " state, 1 <= T <= " + std::to_string(s.split.sequence_chunks);
+}
+
 std::string item_size_error(const ModelConfig& config, TaskInput input, size_t floats) {
+  if (input == TaskInput::kSplitFront || input == TaskInput::kSplitSequence) {
+    return split_size_error(config, input, floats);
+  }
   if (config.is_stateful()) {
     const auto& s = config.stateful;
     const size_t want = static_cast<size_t>(config.task_floats());
@@ -89,6 +110,7 @@ std::vector<std::vector<float>> Engine::infer(const std::vector<const float*>& s
 
 std::vector<std::vector<float>> Engine::infer_items(const std::vector<BatchItem>& items, EngineTiming* timing) {
   c10::InferenceMode guard;
+  if (model_->config.stateful.split.enabled()) return split_items(items, timing);
   if (model_->config.is_stateful()) return stateful_infer(items, timing);
   const auto t0 = std::chrono::steady_clock::now();
   torch::Tensor input = batch_input(items);
@@ -158,6 +180,15 @@ void Engine::check_output_shape_on(const std::vector<const float*>& segments) {
     throw ModelError(model_->dir + "/model.pt: forward() fails on " + what + ": " + e.what_without_backtrace());
   } catch (const std::exception& e) {  // a TorchScript raise/assert (torch::jit::JITException)
     throw ModelError(model_->dir + "/model.pt: forward() fails on " + what + ": " + e.what());
+  }
+  try {
+    check_split();
+  } catch (const ModelError&) {
+    throw;
+  } catch (const c10::Error& e) {
+    throw ModelError(model_->dir + "/model.toml: [stateful.split] methods fail: " + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    throw ModelError(model_->dir + "/model.toml: [stateful.split] methods fail: " + e.what());
   }
 }
 

@@ -23,6 +23,7 @@ namespace corepool {
 struct BatchItem {
   const float* data = nullptr;
   TaskInput input = TaskInput::kPcm;
+  size_t floats = 0;  // how many: what a split sequence's T is read from (the others' size is fixed)
 };
 
 // Where one infer_items() call spent its time, in nanoseconds (Triton's
@@ -76,6 +77,22 @@ class Engine {
   // segments, kWarmupCalls in all.
   void warm_up(int batch);
 
+  // A split stateful model ([stateful.split], worker/split_infer.cc). The
+  // front of x [N, context + chunk] -> [N, feature_floats]. The sequence of
+  // streams' `chunks` consecutive chunks, in one call: each item is a
+  // stream's chunks x feature_floats features then its state
+  // (state_floats()); each result its chunks x labels scores, then its new
+  // state. split_sequence() is the same for one stream whose features and
+  // state lie apart. ModelError for a wrong shape.
+  torch::Tensor split_front(const torch::Tensor& x);
+  std::vector<std::vector<float>> split_sequences(const std::vector<const float*>& items, int64_t chunks);
+  std::vector<float> split_sequence(const float* features, int64_t chunks, const float* state);
+  // Runs both on two streams of six random chunks against the method chunk
+  // by chunk; ModelError naming model.toml when scores or states differ by
+  // more than kSplitTolerance. A no-op for a model without a split.
+  void check_split();
+  static constexpr double kSplitTolerance = 1e-4;
+
   const LoadedModel& model() const { return *model_; }
 
  private:
@@ -86,6 +103,10 @@ class Engine {
   // A stateful model's batch (worker/stateful_batch.cc): gathers each item's
   // samples and state, calls the method once, scatters scores and new states.
   std::vector<std::vector<float>> stateful_infer(const std::vector<BatchItem>& items, EngineTiming* timing);
+  // A split model's batch (worker/split_infer.cc), whose items may mix the
+  // method's chunks, split fronts and split sequences: one call per kind
+  // present (the fronts together, the sequences of each length together).
+  std::vector<std::vector<float>> split_items(const std::vector<BatchItem>& items, EngineTiming* timing);
 
   std::shared_ptr<const LoadedModel> model_;
   torch::jit::Module module_;  // handle copy: shares parameters with model_->module

@@ -56,8 +56,14 @@ std::string stateful_text(const ModelConfig& config) {
   const StatefulSpec& s = config.stateful;
   std::string shape;
   for (const int64_t d : s.state_shape) shape += (shape.empty() ? "" : ", ") + (d == 0 ? std::string("B") : std::to_string(d));
-  return fmt::format("stateful model: method {}, chunk {} + context {} samples, state [{}]",
-                     s.method.empty() ? "forward" : s.method + ".forward", s.chunk_samples, s.context_samples, shape);
+  std::string text = fmt::format("stateful model: method {}, chunk {} + context {} samples, state [{}]",
+                                 s.method.empty() ? "forward" : s.method + ".forward", s.chunk_samples,
+                                 s.context_samples, shape);
+  if (s.split.enabled()) {
+    text += fmt::format("; split: front {} ({} features a chunk), sequence {} (up to {} chunks a call)", s.split.front,
+                        s.split.feature_floats, s.split.sequence, s.split.sequence_chunks);
+  }
+  return text;
 }
 
 namespace {

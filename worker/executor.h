@@ -14,7 +14,12 @@ namespace corepool {
 
 // What a task's floats are: PCM for the feature step, or one item of the
 // model's input tensor that goes to forward() as is (no feature extraction).
-enum class TaskInput : uint8_t { kPcm, kModelInput };
+// A stateful model with a split ([stateful.split]) also takes the split's two
+// halves: kSplitFront, one chunk (context + chunk samples) whose result is its
+// feature_floats features; kSplitSequence, T consecutive chunks' features of
+// one stream then its state (T * feature_floats + state floats, 1 <= T <=
+// sequence_chunks), whose result is T * labels scores then the new state.
+enum class TaskInput : uint8_t { kPcm, kModelInput, kSplitFront, kSplitSequence };
 
 struct SegmentTask {
   uint64_t stream = 0;         // which file / request the segment belongs to

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "worker/engine.h"
+#include "worker/state_layout.h"
 
 namespace corepool {
 namespace {
@@ -16,23 +17,6 @@ std::string shape_text(const torch::Tensor& t) {
   std::string s = "[";
   for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
   return s + "]";
-}
-
-// The state tensor, contiguous, seen as [outer, B, inner] around its batch
-// dimension: item i's state is the `outer` runs of `inner` floats at i.
-struct StateLayout {
-  int64_t outer = 1, inner = 1;
-  explicit StateLayout(const StatefulSpec& s) {
-    const int bd = s.batch_dim();
-    for (int d = 0; d < bd; ++d) outer *= s.state_shape[d];
-    for (size_t d = bd + 1; d < s.state_shape.size(); ++d) inner *= s.state_shape[d];
-  }
-};
-
-std::vector<int64_t> batched_shape(const StatefulSpec& s, int64_t batch) {
-  std::vector<int64_t> shape = s.state_shape;
-  shape[s.batch_dim()] = batch;
-  return shape;
 }
 
 torch::Tensor output_tensor(const c10::ivalue::Tuple& out, int index, const std::string& what, const std::string& pt) {
@@ -58,15 +42,12 @@ std::vector<std::vector<float>> Engine::stateful_infer(const std::vector<BatchIt
   const StateLayout layout(s);
   auto t0 = Clock::now();
   torch::Tensor x = torch::empty({batch, width});
-  torch::Tensor state = torch::empty(batched_shape(s, batch));
+  torch::Tensor state = torch::empty(batched_state_shape(s, batch));
   float* xp = x.data_ptr<float>();
   float* sp = state.data_ptr<float>();
   for (int64_t i = 0; i < batch; ++i) {
     std::memcpy(xp + i * width, items[i].data, width * sizeof(float));
-    const float* item_state = items[i].data + width;
-    for (int64_t o = 0; o < layout.outer; ++o) {
-      std::memcpy(sp + (o * batch + i) * layout.inner, item_state + o * layout.inner, layout.inner * sizeof(float));
-    }
+    layout.gather(items[i].data + width, sp, i, batch);
   }
   if (timing) timing->input_ns = since(t0);
   t0 = Clock::now();
@@ -82,7 +63,7 @@ std::vector<std::vector<float>> Engine::stateful_infer(const std::vector<BatchIt
     throw ModelError(pt + ": score output shape " + shape_text(scores) + " does not match [" + std::to_string(batch) +
                      ", " + std::to_string(labels) + "] (batch, labels in model.toml)");
   }
-  if (next.sizes() != torch::IntArrayRef(batched_shape(s, batch))) {
+  if (next.sizes() != torch::IntArrayRef(batched_state_shape(s, batch))) {
     throw ModelError(pt + ": state output shape " + shape_text(next) + " does not match state_shape in model.toml");
   }
   const float* scores_p = scores.data_ptr<float>();
@@ -92,10 +73,7 @@ std::vector<std::vector<float>> Engine::stateful_infer(const std::vector<BatchIt
     std::vector<float>& r = results[i];
     r.reserve(labels + s.state_floats());
     r.assign(scores_p + i * labels, scores_p + (i + 1) * labels);
-    for (int64_t o = 0; o < layout.outer; ++o) {
-      const float* run = next_p + (o * batch + i) * layout.inner;
-      r.insert(r.end(), run, run + layout.inner);
-    }
+    layout.scatter(next_p, i, batch, r);
   }
   if (timing) timing->output_ns = since(t0);
   return results;

@@ -243,7 +243,7 @@ void ThreadExecutor::run_batch(Engine& engine, int slot, std::vector<SegmentTask
                                const std::vector<uint64_t>& queue_ns) {
   std::vector<BatchItem> items;
   items.reserve(batch.size());
-  for (const auto& t : batch) items.push_back({t.samples.data(), t.input});
+  for (const auto& t : batch) items.push_back({t.samples.data(), t.input, t.samples.size()});
   std::vector<std::vector<float>> scores;
   std::string error;
   EngineTiming timing;

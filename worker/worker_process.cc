@@ -47,6 +47,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 TaskInput kind_of(const shm::RequestDesc& r) {
+  if ((r.flags & shm::kSplitFront) != 0) return TaskInput::kSplitFront;
+  if ((r.flags & shm::kSplitSequence) != 0) return TaskInput::kSplitSequence;
   return (r.flags & shm::kModelInput) != 0 ? TaskInput::kModelInput : TaskInput::kPcm;
 }
 
@@ -71,7 +73,7 @@ class WorkerLoop {
   void run_batch(Engine& engine, const std::vector<shm::RequestDesc>& batch);
   bool admit(const Engine& engine, const shm::RequestDesc& r);
   void account(size_t segments, int64_t busy_ns);
-  void complete(const shm::RequestDesc& r, int32_t status);
+  void complete(const shm::RequestDesc& r, int32_t status, uint32_t floats = 0);
   void mark_running(const std::vector<shm::RequestDesc>& batch);
   char* slot(uint32_t i) { return slab_ + layout_.slab.offset_of(i); }
   void grow(size_t segments);
@@ -176,7 +178,7 @@ void WorkerLoop::run_batch(Engine& engine, const std::vector<shm::RequestDesc>& 
   for (size_t i = 0; i < batch.size(); ++i) {
     const shm::RequestDesc& r = batch[i];
     if (!admit(engine, r)) continue;
-    items.push_back({reinterpret_cast<const float*>(slot(r.slot)), kind_of(r)});
+    items.push_back({reinterpret_cast<const float*>(slot(r.slot)), kind_of(r), r.samples});
     good.push_back(r);
     taken.push_back(taken_ns_[i]);
   }
@@ -200,7 +202,7 @@ void WorkerLoop::run_batch(Engine& engine, const std::vector<shm::RequestDesc>& 
                               static_cast<uint32_t>(good.size()), static_cast<uint32_t>(i)};
       std::memcpy(slot(good[i].slot) + layout_.timing_offset, &t, sizeof(t));
     }
-    for (const auto& r : good) complete(r, 0);
+    for (size_t i = 0; i < good.size(); ++i) complete(good[i], 0, static_cast<uint32_t>(scores[i].size()));
   } catch (const std::exception& e) {
     account(good.size(), monotonic_ns() - started);
     const std::string text = std::string("inference failed: ") +
@@ -231,18 +233,19 @@ void WorkerLoop::mark_running(const std::vector<shm::RequestDesc>& batch) {
   control.running_count.store(static_cast<uint32_t>(n), std::memory_order_release);
 }
 
-void WorkerLoop::complete(const shm::RequestDesc& r, int32_t status) {
+void WorkerLoop::complete(const shm::RequestDesc& r, int32_t status, uint32_t floats) {
   // Never full while the supervisor keeps its side: at most one request per
   // slab slot (no more than kRingSlots) out per worker, each holding its slot
   // until its completion is read.
-  if (completions_.try_push({r.request, r.slot, status})) return;
+  const shm::CompletionDesc done{r.request, r.slot, status, floats};
+  if (completions_.try_push(done)) return;
   log_->error("completion ring full with request {} to answer (more than {} requests out?); waiting for the "
               "supervisor to read it", r.request, shm::kRingSlots);
   // Wake the supervisor (it drains the ring on its eventfd) and wait. No
   // heartbeat meanwhile: a supervisor that never reads kills this worker at
   // its hang deadline and re-dispatches what it held; one that is gone or
   // stopping ends the wait through should_exit(), the answer dropped with it.
-  while (!completions_.try_push({r.request, r.slot, status})) {
+  while (!completions_.try_push(done)) {
     if (should_exit()) return;
     shm::signal_eventfd(setup_.completion_eventfd);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

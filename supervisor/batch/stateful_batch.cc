@@ -1,9 +1,10 @@
 // The stateful batch driver. The calling thread (with one helper per further
-// cpu) decodes files whole, hands their samples to the StreamScorer (which
-// cuts each in lanes and threads each lane's state through its chunks), and
-// otherwise only pumps: it submits the ready lanes' next chunks together, so an
-// engine finds up to max_batch streams' chunks queued and runs them in one
-// call. Files are opened while the live lanes leave room in the executor's
+// cpu) decodes files whole, hands their samples to a scorer
+// (stateful_scorer.h: a split model's SplitScorer, whose fronts of any
+// chunks fill a call; else the StreamScorer, which cuts each file in lanes
+// and threads each lane's state through its chunks), and otherwise only
+// pumps: it submits what is ready together, so an engine finds up to
+// max_batch chunks queued and runs them in one call. Files are opened while the live lanes leave room in the executor's
 // queue (the first ones while the engines start), so a directory of short
 // clips and one long file in lanes both keep every engine's batch full. A
 // file's events are made from all its scores at once (speech_events.h) and
@@ -32,7 +33,7 @@
 #include "supervisor/batch/result_path.h"
 #include "supervisor/batch/result_writer.h"
 #include "supervisor/batch/serial_worker.h"
-#include "supervisor/batch/stream_scorer.h"
+#include "supervisor/batch/stateful_scorer.h"
 #include "supervisor/batch/tally.h"
 #include "worker/host/cpus.h"
 
@@ -59,9 +60,9 @@ class StatefulRun {
  public:
   StatefulRun(const BatchOptions& options, const ModelConfig& model, Progress& progress)
       : options_(options), model_(model), progress_(progress),
-        scorer_(model, [this](uint64_t id, std::vector<float> scores, const std::string& error) {
+        scorer_(make_stateful_scorer(model, [this](uint64_t id, std::vector<float> scores, const std::string& error) {
           scored(id, std::move(scores), error);
-        }) {
+        })) {
     output_.format = options.format;
     output_.high_freq_hz = model.sample_rate / 2.0;
   }
@@ -69,11 +70,11 @@ class StatefulRun {
   // Opens files until started() says the engines are up (see open_until()).
   void open_until(const std::vector<BatchInput>& todo, const std::function<bool()>& started);
   void run(const std::vector<BatchInput>& todo, Executor& executor);
-  void on_complete(SegmentResult&& r) { scorer_.on_complete(std::move(r)); }
+  void on_complete(SegmentResult&& r) { scorer_->on_complete(std::move(r)); }
   void fail_input(const std::string& key, const std::string& message);
   void drain() { committer_.drain(); }
   BatchStats& stats() { return stats_; }
-  size_t laned_files() { return scorer_.laned_streams(); }
+  size_t laned_files() { return scorer_->laned_streams(); }
 
  private:
   struct Opened {
@@ -101,7 +102,7 @@ class StatefulRun {
   size_t next_input_ = 0;                  // the first input not yet opened
   const int openers_ = usable_cpus().usable;  // threads that open files
   BatchStats stats_;
-  StreamScorer scorer_;
+  std::unique_ptr<StatefulScorer> scorer_;  // stateful_scorer.h: the split's, or chunk by chunk
   CommitGroup commits_;     // results written, not yet in place: the committer's own
   SerialWorker committer_;  // last: its thread stops before the members it uses go
 };
@@ -147,7 +148,7 @@ void StatefulRun::admit(Opened&& opened) {
   opened.file->samples = static_cast<int64_t>(opened.samples->size());
   const uint64_t id = next_id_++;
   files_[id] = std::move(opened.file);
-  scorer_.add(id, std::move(opened.samples));
+  scorer_->add(id, std::move(opened.samples));
 }
 
 void StatefulRun::scored(uint64_t id, std::vector<float> scores, const std::string& error) {
@@ -180,7 +181,7 @@ bool StatefulRun::open_window(const std::vector<BatchInput>& todo) {
 // LibTorch optimises their shared graph one engine at a time), the first files
 // open on the cpus they leave idle, up to kEarlyLanes.
 void StatefulRun::open_until(const std::vector<BatchInput>& todo, const std::function<bool()>& started) {
-  while (!started() && scorer_.live_lanes() < kEarlyLanes && open_window(todo)) {
+  while (!started() && scorer_->live_lanes() < kEarlyLanes && open_window(todo)) {
   }
 }
 
@@ -195,13 +196,13 @@ void StatefulRun::run(const std::vector<BatchInput>& todo, Executor& executor) {
   // Half the queue: an engine call's lanes submit their next chunks before
   // the call's own tasks leave the queue's count (StreamScorer::attach()).
   const size_t room = std::max<size_t>(1, executor.stats().depth / 2);
-  scorer_.attach(&executor);
+  scorer_->attach(&executor);
   for (;;) {
-    while (scorer_.live_lanes() < room && open_window(todo)) {
+    while (scorer_->live_lanes() < room && open_window(todo)) {
     }
-    if (!scorer_.pump(executor) && next_input_ >= todo.size()) break;
+    if (!scorer_->pump(executor) && next_input_ >= todo.size()) break;
   }
-  scorer_.attach(nullptr);
+  scorer_->attach(nullptr);
 }
 
 std::vector<Event> StatefulRun::events_of(const StreamFile& file) const {

@@ -21,44 +21,40 @@
 #include <vector>
 
 #include "config/model_config.h"
+#include "supervisor/batch/stateful_scorer.h"
 #include "supervisor/batch/stream_lanes.h"
 #include "worker/executor.h"
 
 namespace corepool {
 
-class StreamScorer {
+class StreamScorer : public StatefulScorer {
  public:
-  // A stream's scores, chunk-major (chunks x labels; chunk i covers samples
-  // [i * chunk, (i + 1) * chunk), the last one zero-padded), or an error.
-  // Called on the feeding thread (inside add() or pump()), without the lock.
-  using Done = std::function<void(uint64_t stream, std::vector<float> scores, const std::string& error)>;
-
   StreamScorer(const ModelConfig& model, Done done);
 
   // Plans `samples` (at the model's rate) in lanes and makes them ready.
-  void add(uint64_t stream, std::shared_ptr<const std::vector<float>> samples);
+  void add(uint64_t stream, std::shared_ptr<const std::vector<float>> samples) override;
   // An executor whose completions may submit (Executor::submits_from_completions):
   // the result that ends an engine call then submits its lanes' next chunks
   // itself, on the engine's thread, so the engine finds them queued when it
   // looks for its next batch. nullptr (or any other executor): only pump()
   // submits. Attach before the first pump(), detach (nullptr) before the
   // executor goes.
-  void attach(Executor* executor);
+  void attach(Executor* executor) override;
   // The executor's completion callback.
-  void on_complete(SegmentResult&& r);
+  void on_complete(SegmentResult&& r) override;
   // Waits (if `wait`) until a group of lanes is ready (an engine call's last
   // result came in, or lanes were added), then submits every ready
   // lane's next chunk at once (one try_submit, so that an engine finds them
   // all queued) and finishes the streams whose lanes all ended. False when no
   // lane is live.
-  bool pump(Executor& executor, bool wait = true);
+  bool pump(Executor& executor, bool wait = true) override;
   // How long pump() waits for a call's last result before it sends the lanes
   // that are ready without it (a worker died having answered part of a call).
   static constexpr std::chrono::milliseconds kStraggler{20};
-  size_t live_lanes();
+  size_t live_lanes() override;
   // Streams added so far that were cut into more than one lane: their scores
   // near each lane's start are the lanes', not the module's run whole.
-  size_t laned_streams();
+  size_t laned_streams() override;
 
  private:
   struct StreamState {

@@ -39,9 +39,9 @@ WorkerPlan plan_of(const Config& cfg, const CpuBudget& budget) {
 // A process-mode worker's rings and slab at their largest (ProcessPool sizes
 // the slab to two batches: a smaller batch may need less).
 uint64_t channel_bytes(const ModelConfig& model) {
-  return shm::ChannelLayout::for_model(static_cast<uint32_t>(model.task_floats()),
+  return shm::ChannelLayout::for_model(static_cast<uint32_t>(model.slot_task_floats()),
                                        static_cast<uint32_t>(model.item_floats()),
-                                       static_cast<uint32_t>(model.result_floats()))
+                                       static_cast<uint32_t>(model.slot_result_floats()))
       .total_bytes;
 }
 

@@ -30,6 +30,17 @@ SegmentTiming timing_of(const shm::SlotTiming& t, int64_t submitted_ns) {
   return out;
 }
 
+// The descriptor's flag for a task's kind (kPcm has none).
+uint32_t kind_flag(TaskInput input) {
+  switch (input) {
+    case TaskInput::kModelInput: return shm::kModelInput;
+    case TaskInput::kSplitFront: return shm::kSplitFront;
+    case TaskInput::kSplitSequence: return shm::kSplitSequence;
+    case TaskInput::kPcm: break;
+  }
+  return 0;
+}
+
 }  // namespace
 
 Dispatcher::Dispatcher(const ProcessPoolOptions& options, const shm::ChannelLayout& layout, uint32_t labels,
@@ -73,8 +84,7 @@ bool Dispatcher::push(Worker& w, Request& req) {
   std::memcpy(dst, req.task.samples.data(), n * sizeof(float));
   // The worker checks the size against the kind before it reads the slot; a
   // task too big for the slot is copied short and fails that check.
-  const uint32_t flags = (req.kills > 0 ? shm::kRunAlone : 0u) |
-                         (req.task.input == TaskInput::kModelInput ? shm::kModelInput : 0u);
+  const uint32_t flags = (req.kills > 0 ? shm::kRunAlone : 0u) | kind_flag(req.task.input);
   const auto floats = static_cast<uint32_t>(std::min<size_t>(req.task.samples.size(), UINT32_MAX));
   // The ring has at least as many slots as the slab, so with a free slab slot
   // a push can only fail if the worker wrote a head from the future into its ring.

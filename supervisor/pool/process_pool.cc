@@ -33,11 +33,12 @@ size_t queue_depth(const ProcessPoolOptions& o) {
 
 }  // namespace
 
-// A stateful model's task and result carry its state too (task_floats(), result_floats()).
+// A stateful model's task and result carry its state too, and a split's
+// sequence many chunks (slot_task_floats(), slot_result_floats()).
 shm::ChannelLayout channel_layout(const ModelConfig& config, uint32_t max_batch) {
-  return shm::ChannelLayout::for_model(static_cast<uint32_t>(config.task_floats()),
+  return shm::ChannelLayout::for_model(static_cast<uint32_t>(config.slot_task_floats()),
                                        static_cast<uint32_t>(config.item_floats()),
-                                       static_cast<uint32_t>(config.result_floats()), max_batch);
+                                       static_cast<uint32_t>(config.slot_result_floats()), max_batch);
 }
 
 class ProcessPool::Impl {
@@ -49,7 +50,7 @@ class ProcessPool::Impl {
         submissions_(queue_depth(options_)),
         mirror_(options_.workers),
         table_(options_, layout_, model_, mirror_),
-        dispatcher_(options_, layout_, static_cast<uint32_t>(model_->config.result_floats()), std::move(on_complete),
+        dispatcher_(options_, layout_, static_cast<uint32_t>(model_->config.slot_result_floats()), std::move(on_complete),
                     submissions_, mirror_),
         loop_(table_, dispatcher_, submissions_) {}
 

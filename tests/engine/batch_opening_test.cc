@@ -129,6 +129,7 @@ TEST(BatchOpeningTest, AStatefulModelsFilesOpenTogetherAndTheirFirstChunksShareO
   };
   ModelConfig one_lane = model->config;
   one_lane.stateful.lane_seconds = 0;  // a lane per file, whose first chunk is chunk 0
+  one_lane.stateful.split = {};        // the method chunk by chunk (the split's fronts batch by themselves)
   const BatchStats stats = run_batch(options, one_lane, noting);
   EXPECT_EQ(stats.files_ok, 8u);
   ASSERT_EQ(first_chunk_batches.size(), 8u);

@@ -9,11 +9,14 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cmath>
+#include <fstream>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -22,10 +25,13 @@
 #include "tests/support/silero_model.h"
 
 #include "config/config.h"
+#include "supervisor/batch/split_scorer.h"
 #include "supervisor/batch/stream_scorer.h"
 #include "supervisor/pool/executor_factory.h"
 #include "supervisor/pool/process_pool.h"
 #include "tools/speech_synth.h"
+#include "worker/engine.h"
+#include "worker/engine_plan.h"
 #include "worker/model/model.h"
 #include "worker/model/torch_module.h"
 #include "worker/optimize/optimize.h"
@@ -83,8 +89,9 @@ struct Scored {
 // Every stream through corepool at once; kill_after > 0 kills worker 0 (process
 // mode) once that many chunks are in.
 // engine.optimize "onednn" (the default) runs the method frozen; "none" as loaded.
+// split: the model's split through a SplitScorer; else the method chunk by chunk (StreamScorer).
 Scored through_corepool(const std::string& mode, int workers, int max_batch, int kill_after = 0,
-                        const std::string& optimize = "onednn") {
+                        const std::string& optimize = "onednn", bool split = false) {
   auto model = load_model(kDir);
   Config config;
   config.optimize = optimize;
@@ -98,10 +105,17 @@ Scored through_corepool(const std::string& mode, int workers, int max_batch, int
   Scored out;
   out.scores.resize(streams().size());
   std::mutex mu;
-  StreamScorer scorer(exact, [&](uint64_t id, std::vector<float> s, const std::string& error) {
+  const StatefulScorer::Done done = [&](uint64_t id, std::vector<float> s, const std::string& error) {
     EXPECT_EQ(error, "");
     out.scores[id] = std::move(s);
-  });
+  };
+  std::unique_ptr<StatefulScorer> owned;
+  if (split) {
+    owned = std::make_unique<SplitScorer>(exact, done);
+  } else {
+    owned = std::make_unique<StreamScorer>(exact, done);
+  }
+  StatefulScorer& scorer = *owned;
   std::atomic<int> chunks{0};
   std::vector<int> pids;
   std::unique_ptr<Executor> executor = make_executor_factory(config, model)([&](SegmentResult&& r) {
@@ -197,6 +211,136 @@ TEST(SileroTest, AKilledWorkersChunksAreRedispatchedWithTheirState) {
   EXPECT_TRUE(got.killed);
   std::printf("chunks re-dispatched after the kill: %llu\n", static_cast<unsigned long long>(got.redispatched));
   expect_matches_reference(got);
+}
+
+// The split ([stateful.split] in models/silero-vad/model.toml): the front over
+// every chunk of a stream in one call, then the sequence over blocks of
+// sequence_chunks, each from the state the last one left.
+std::vector<float> through_split(Engine& engine, const std::vector<float>& samples) {
+  const StatefulSpec& s = engine.model().config.stateful;
+  const int64_t width = s.context_samples + s.chunk_samples;
+  const auto n = static_cast<int64_t>(samples.size());
+  const int64_t chunks = (n + s.chunk_samples - 1) / s.chunk_samples;
+  torch::Tensor x = torch::zeros({chunks, width});  // context zeros before the first chunk, as the module's
+  auto rows = x.accessor<float, 2>();
+  for (int64_t c = 0; c < chunks; ++c) {
+    for (int64_t j = 0; j < width; ++j) {
+      const int64_t at = c * s.chunk_samples - s.context_samples + j;
+      if (at >= 0 && at < n) rows[c][j] = samples[static_cast<size_t>(at)];
+    }
+  }
+  const torch::Tensor features = engine.split_front(x);
+  std::vector<float> state(static_cast<size_t>(s.state_floats()), s.state_initial), probs;
+  for (int64_t c = 0; c < chunks; c += s.split.sequence_chunks) {
+    const int64_t t = std::min<int64_t>(s.split.sequence_chunks, chunks - c);
+    const std::vector<float> out = engine.split_sequence(features[c].data_ptr<float>(), t, state.data());
+    probs.insert(probs.end(), out.begin(), out.begin() + t);
+    state.assign(out.begin() + t, out.end());
+  }
+  return probs;
+}
+
+void expect_split_matches_reference(const std::shared_ptr<const LoadedModel>& model) {
+  ASSERT_TRUE(model->config.stateful.split.enabled()) << "models/silero-vad/model.toml has no [stateful.split]";
+  Engine engine(model);
+  engine.check_split();
+  Scored got;
+  for (const auto& samples : streams()) got.scores.push_back(through_split(engine, samples));
+  expect_matches_reference(got);
+}
+
+TEST(SileroTest, TheSplitAsLoadedMatchesTheModuleRunInALoop) {
+  SKIP_WITHOUT_SILERO();
+  auto model = load_model(kDir);
+  // The engine plan line and `corepool doctor` name it.
+  EXPECT_NE(stateful_text(model->config).find("split: front corepool_front (128 features a chunk), sequence "
+                                              "corepool_sequence (up to 32 chunks a call)"),
+            std::string::npos)
+      << stateful_text(model->config);
+  expect_split_matches_reference(model);
+}
+
+TEST(SileroTest, TheSplitFrozenMatchesTheModuleRunInALoop) {
+  SKIP_WITHOUT_SILERO();
+  auto model = load_model(kDir);
+  ASSERT_EQ(optimize_model(*model, "onednn", /*shared=*/false).applied, "frozen");
+  expect_split_matches_reference(model);
+}
+
+// The split through `corepool batch`'s executors: every chunk's front a task
+// (batched across streams and within one), each stream's sequence along them.
+TEST(SileroTest, TheSplitInThreadModeAtBatchOneMatchesTheModuleRunInALoop) {
+  SKIP_WITHOUT_SILERO();
+  const Scored got = through_corepool("thread", 1, 1, 0, "onednn", /*split=*/true);
+  EXPECT_EQ(got.largest_batch, 1u);
+  expect_matches_reference(got);
+}
+
+TEST(SileroTest, TheSplitInThreadModeBatchedMatchesTheModuleRunInALoop) {
+  SKIP_WITHOUT_SILERO();
+  const Scored got = through_corepool("thread", 2, 64, 0, "onednn", /*split=*/true);
+  EXPECT_GT(got.largest_batch, 8u);
+  expect_matches_reference(got);
+}
+
+TEST(SileroTest, TheSplitInProcessModeBatchedMatchesTheModuleRunInALoop) {
+  SKIP_WITHOUT_SILERO();
+  const Scored got = through_corepool("process", 2, 64, 0, "onednn", /*split=*/true);
+  EXPECT_GT(got.largest_batch, 8u);
+  expect_matches_reference(got);
+}
+
+// A killed worker's fronts and sequences go to the other worker as they were
+// sent (a sequence with its state), and every score is still exact.
+TEST(SileroTest, TheSplitsTasksOfAKilledWorkerAreRedispatched) {
+  SKIP_WITHOUT_SILERO();
+  const Scored got = through_corepool("process", 2, 16, /*kill_after=*/60, "onednn", /*split=*/true);
+  EXPECT_TRUE(got.killed);
+  std::printf("split tasks re-dispatched after the kill: %llu\n", static_cast<unsigned long long>(got.redispatched));
+  expect_matches_reference(got);
+}
+
+// A copy of the Silero directory whose model.toml has `from` replaced by `to`.
+std::string split_variant(const std::string& name, const std::string& from, const std::string& to) {
+  const std::string dir = ::testing::TempDir() + "silero-" + name;
+  ::mkdir(dir.c_str(), 0755);
+  std::ifstream in(kDir + "/model.toml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string toml = text.str();
+  const size_t at = toml.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) toml.replace(at, from.size(), to);
+  std::ofstream(dir + "/model.toml") << toml;
+  ::unlink((dir + "/model.pt").c_str());
+  EXPECT_EQ(::symlink((kDir + "/model.pt").c_str(), (dir + "/model.pt").c_str()), 0);
+  return dir;
+}
+
+std::string engine_error(const std::string& dir) {
+  try {
+    Engine(load_model(dir)).check_output_shape();
+  } catch (const ModelError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SileroTest, ASplitThatIsWrongIsRefusedWithItsReason) {
+  SKIP_WITHOUT_SILERO();
+  const std::string syntax = split_variant("syntax", "def corepool_front(self, x: Tensor) -> Tensor:",
+                                           "def corepool_front(self, x: Tensor) -> Tensor");
+  EXPECT_NE(engine_error(syntax).find("[stateful.split] source does not compile"), std::string::npos)
+      << engine_error(syntax);
+  const std::string missing = split_variant("missing", "sequence = \"corepool_sequence\"", "sequence = \"nope\"");
+  EXPECT_NE(engine_error(missing).find("has no method nope"), std::string::npos) << engine_error(missing);
+  const std::string width = split_variant("width", "feature_floats = 128", "feature_floats = 64");
+  EXPECT_NE(engine_error(width).find("feature_floats = 64"), std::string::npos) << engine_error(width);
+  // A sequence that says something else than the method: the probabilities halved.
+  const std::string halved = split_variant("halved", "reshape(t, n, 1), torch.stack", "reshape(t, n, 1) * 0.5, torch.stack");
+  EXPECT_NE(engine_error(halved).find("differ from the method run chunk by chunk"), std::string::npos)
+      << engine_error(halved);
+  EXPECT_EQ(engine_error(kDir), "");
 }
 
 // Process mode's one read-only copy of the weights works for it as for every

@@ -58,7 +58,7 @@ void drain_completions(ChannelData& channel, const ChannelLayout& layout, const 
   while (const corepool::shm::CompletionDesc* c = completions.front()) {
     if (++popped > kRingSlots) corepool::fuzz::fail("more than N completions in one drain");
     corepool::shm::DecodedCompletion d = corepool::shm::decode_completion(*c, slab, layout, labels);
-    if (d.problem.empty() && c->status == 0 && d.scores.size() != labels) {
+    if (d.problem.empty() && c->status == 0 && d.scores.size() != (c->floats == 0 ? labels : c->floats)) {
       corepool::fuzz::fail("a good completion without one score per label");
     }
     if (d.error.size() > corepool::shm::kErrorTextBytes) corepool::fuzz::fail("error text past its area");

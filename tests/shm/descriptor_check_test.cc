@@ -41,7 +41,9 @@ TEST_F(DescriptorCheckTest, RequestLongerThanTheInputAreaIsRefused) {
 }
 
 TEST_F(DescriptorCheckTest, UnknownRequestFlagsAreRefused) {
-  EXPECT_EQ(request_problem({7, 0, 1, 4, 0}, layout_), "unknown request flags 4");
+  EXPECT_EQ(request_problem({7, 0, 1, 16, 0}, layout_), "unknown request flags 16");
+  EXPECT_EQ(request_problem({7, 0, 1, kSplitFront, 0}, layout_), "");
+  EXPECT_EQ(request_problem({7, 0, 1, kSplitSequence | kRunAlone, 0}, layout_), "");
 }
 
 TEST_F(DescriptorCheckTest, SuccessfulCompletionYieldsItsScores) {
@@ -51,6 +53,19 @@ TEST_F(DescriptorCheckTest, SuccessfulCompletionYieldsItsScores) {
   EXPECT_EQ(d.problem, "");
   ASSERT_EQ(d.scores.size(), 10u);
   EXPECT_FLOAT_EQ(d.scores[9], 1.0f);
+}
+
+// A split's results vary in size: the completion says how many floats.
+TEST_F(DescriptorCheckTest, ACompletionThatCountsItsFloatsYieldsThatMany) {
+  const float scores[10] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f, 0.9f, 1.0f};
+  std::memcpy(result_area(5), scores, sizeof(scores));
+  DecodedCompletion d = decode_completion({9, 5, 0, 4}, slab_.get(), layout_, 10);
+  EXPECT_EQ(d.problem, "");
+  ASSERT_EQ(d.scores.size(), 4u);
+  EXPECT_FLOAT_EQ(d.scores[3], 0.4f);
+  d = decode_completion({9, 5, 0, 11}, slab_.get(), layout_, 10);
+  EXPECT_EQ(d.problem, "11 result floats are more than the layout's 10");
+  EXPECT_TRUE(d.scores.empty());
 }
 
 TEST_F(DescriptorCheckTest, FailedCompletionYieldsTheWorkersText) {

@@ -117,5 +117,50 @@ TEST_F(StatefulModelConfigTest, EachMistakeNamesLineAndKey) {
             p + ":18: labels.quiet: only a stateless model has a quiet label");
 }
 
+const std::string kSplit = kStateful + R"([stateful.split]
+front = "front"
+sequence = "sequence"
+feature_floats = 128
+sequence_chunks = 32
+source = '''
+def front(self, x: Tensor) -> Tensor:
+    return x[:, 0:128]  # "quoted" and \\ kept
+'''
+)";
+
+TEST_F(StatefulModelConfigTest, ASplitLoadsAndRoundTrips) {
+  EXPECT_FALSE(load_model_config(write(kStateful)).stateful.split.enabled());
+  const ModelConfig c = load_model_config(write(kSplit));
+  const SplitSpec& split = c.stateful.split;
+  EXPECT_TRUE(split.enabled());
+  EXPECT_EQ(split.front, "front");
+  EXPECT_EQ(split.sequence, "sequence");
+  EXPECT_EQ(split.feature_floats, 128);
+  EXPECT_EQ(split.sequence_chunks, 32);
+  // Process mode's slots hold the longest sequence (32 x 128 features + 256 of
+  // state) and its result (32 scores + 256 of state), past the chunk task's 832.
+  EXPECT_EQ(c.slot_task_floats(), 32 * 128 + 256);
+  EXPECT_EQ(c.slot_result_floats(), 32 + 256);
+  EXPECT_EQ(load_model_config(write(kStateful)).slot_task_floats(), 64 + 512 + 256);
+  EXPECT_EQ(split.source, "def front(self, x: Tensor) -> Tensor:\n    return x[:, 0:128]  # \"quoted\" and \\\\ kept\n");
+  const SplitSpec back = load_model_config(write(to_toml(c))).stateful.split;
+  EXPECT_EQ(back.front, split.front);
+  EXPECT_EQ(back.sequence, split.sequence);
+  EXPECT_EQ(back.feature_floats, split.feature_floats);
+  EXPECT_EQ(back.sequence_chunks, split.sequence_chunks);
+  EXPECT_EQ(back.source, split.source);
+}
+
+TEST_F(StatefulModelConfigTest, ASplitsMistakesNameLineAndKey) {
+  const std::string p = path();
+  EXPECT_EQ(error_for(with_line(kSplit, 21, "")), p + ":18: stateful.split.feature_floats: required key is missing");
+  EXPECT_EQ(error_for(with_line(kSplit, 20, "sequence = \"front\"")),
+            p + ":20: stateful.split.sequence: must differ from front");
+  EXPECT_EQ(error_for(with_line(kSplit, 22, "sequence_chunks = 0")).rfind(p + ":22: stateful.split.sequence_chunks: ", 0),
+            0u);
+  EXPECT_EQ(error_for(with_line(kSplit, 21, "feature_floats = -1")).rfind(p + ":21: stateful.split.feature_floats: ", 0),
+            0u);
+}
+
 }  // namespace
 }  // namespace corepool

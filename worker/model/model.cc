@@ -2,6 +2,7 @@
 // Runs no LibTorch op: in process mode the supervisor loads before it forks.
 #include "worker/model/model.h"
 
+#include "worker/model/split_methods.h"
 #include "worker/model/torch_module.h"
 
 #include <sys/stat.h>
@@ -59,6 +60,10 @@ std::shared_ptr<const LoadedModel> load_model(const std::string& dir) {
   module.eval();
   for (auto p : module.parameters()) p.set_requires_grad(false);
   if (!module.find_method("forward")) throw ModelError(pt_path + ": module has no forward()");
+  if (model->config.is_stateful()) {
+    torch::jit::Module method = stateful_method(module, model->config.stateful.method, dir);
+    define_split_methods(method, model->config.stateful, dir);
+  }
   model->weight_bytes = count_weight_bytes(module);
   return model;
 }

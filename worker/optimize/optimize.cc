@@ -181,9 +181,12 @@ torch::jit::Module frozen_stateful_method(const LoadedModel& model, WeightArena*
     ExecutorOptimizeOn() { torch::jit::setGraphExecutorOptimize(true); }
     ~ExecutorOptimizeOn() { torch::jit::setGraphExecutorOptimize(was); }
   };
+  // A split's front and sequence methods are frozen with it (and run as frozen).
+  c10::optional<std::vector<std::string>> keep;
+  if (s.split.enabled()) keep = std::vector<std::string>{s.split.front, s.split.sequence};
   {
     const ExecutorOptimizeOn on;
-    frozen = torch::jit::freeze(loaded.clone());
+    frozen = torch::jit::freeze(loaded.clone(), keep);
   }
   std::vector<int64_t> state_shape = s.state_shape;
   state_shape[s.batch_dim()] = 2;

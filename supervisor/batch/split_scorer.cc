@@ -1,0 +1,255 @@
+// SplitScorer: which task comes next, and what a result may change. A result
+// counts only for a task that is out: a late duplicate of a re-dispatched
+// task finds its front already in, or its sequence already past, and is
+// dropped.
+#include "supervisor/batch/split_scorer.h"
+
+#include <algorithm>
+
+#include "supervisor/batch/stream_scorer.h"
+
+namespace corepool {
+
+SplitScorer::SplitScorer(const ModelConfig& model, Done done) : model_(model), done_(std::move(done)) {}
+
+void SplitScorer::add(uint64_t stream, std::shared_ptr<const std::vector<float>> samples) {
+  const StatefulSpec& s = model_.stateful;
+  const int64_t chunks = (static_cast<int64_t>(samples->size()) + s.chunk_samples - 1) / s.chunk_samples;
+  if (chunks == 0) {  // no audio, no chunk: done at once
+    done_(stream, {}, "");
+    return;
+  }
+  Stream st;
+  st.samples = std::move(samples);
+  st.chunks = chunks;
+  st.features.resize(static_cast<size_t>(chunks * s.split.feature_floats));
+  st.front.assign(static_cast<size_t>(chunks), 0);
+  st.state.assign(static_cast<size_t>(s.state_floats()), s.state_initial);
+  st.scores.assign(static_cast<size_t>(chunks) * model_.labels.size(), 0.0f);
+  std::lock_guard<std::mutex> lock(mu_);
+  streams_.emplace(stream, std::move(st));
+  news_ = true;
+}
+
+void SplitScorer::attach(Executor* executor) {
+  std::lock_guard<std::mutex> lock(mu_);
+  inline_executor_ = executor && executor->submits_from_completions() ? executor : nullptr;
+  if (executor) {
+    room_ = std::max<size_t>(1, executor->stats().depth / 2);
+    engines_ = std::max(1, executor->workers());
+  }
+}
+
+void SplitScorer::on_complete(SegmentResult&& r) {
+  std::vector<Planned> next;
+  Executor* executor = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = streams_.find(r.stream);
+    if (it == streams_.end()) return;  // a late duplicate of a stream that ended
+    if ((r.index & kSequenceBit) != 0) {
+      record_sequence(it->second, r);
+    } else {
+      record_front(it->second, r);
+    }
+    learn_costs(r);
+    executor = inline_executor_;
+    if (executor && plan_sequence(it->first, it->second, next)) plan_company(it->first, it->second, next);
+    // Otherwise the feeding thread goes on once a call has answered whole (as
+    // StreamScorer::ends_call() explains), or at once for a sequence.
+    const bool sequence = (r.index & kSequenceBit) != 0 && next.empty();
+    if (sequence || it->second.done() || r.timing.batch == 0 || r.timing.batch_pos + 1 >= r.timing.batch) {
+      news_ = true;
+      news_cv_.notify_one();
+    }
+  }
+  if (next.empty()) return;
+  std::vector<SegmentTask> tasks;
+  for (Planned& p : next) append_tasks(std::move(p), tasks);
+  if (executor->try_submit(tasks)) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (SegmentTask& t : tasks) overflow_.push_back(std::move(t));
+  news_ = true;
+  news_cv_.notify_one();
+}
+
+void SplitScorer::record_front(Stream& s, const SegmentResult& r) {
+  const auto chunk = static_cast<int64_t>(r.index);
+  if (chunk >= s.chunks || s.front[chunk] != 1) return;  // not out: a late duplicate
+  s.front[chunk] = 2;
+  --s.out;
+  --out_;
+  const int64_t width = model_.stateful.split.feature_floats;
+  if (!r.error.empty() || static_cast<int64_t>(r.scores.size()) != width) {
+    if (s.error.empty()) s.error = "chunk " + std::to_string(chunk) + ": " + (r.error.empty() ? "front result of the wrong size" : r.error);
+    return;
+  }
+  std::copy(r.scores.begin(), r.scores.end(), s.features.begin() + chunk * width);
+  while (s.ready < s.chunks && s.front[s.ready] == 2) ++s.ready;
+}
+
+void SplitScorer::record_sequence(Stream& s, const SegmentResult& r) {
+  const auto first = static_cast<int64_t>(r.index & ~kSequenceBit);
+  if (s.sequence_out == 0 || first != s.sequence_next) return;  // not out: a late duplicate
+  const int64_t count = s.sequence_out;
+  s.sequence_out = 0;
+  --s.out;
+  --out_;
+  const auto labels = static_cast<int64_t>(model_.labels.size());
+  const int64_t want = count * labels + model_.stateful.state_floats();
+  if (!r.error.empty() || static_cast<int64_t>(r.scores.size()) != want) {
+    if (s.error.empty()) s.error = "chunk " + std::to_string(first) + ": " + (r.error.empty() ? "sequence result of the wrong size" : r.error);
+    return;
+  }
+  std::copy(r.scores.begin(), r.scores.begin() + count * labels, s.scores.begin() + first * labels);
+  s.state.assign(r.scores.begin() + count * labels, r.scores.end());
+  s.sequence_next += count;
+}
+
+// A sequence goes once sequence_chunks features are in, or the rest of the stream's.
+bool SplitScorer::plan_sequence(uint64_t id, Stream& s, std::vector<Planned>& planned) {
+  const SplitSpec& split = model_.stateful.split;
+  if (!s.error.empty() || s.sequence_out > 0 || s.sequence_next >= s.chunks) return false;
+  const int64_t count = std::min<int64_t>(split.sequence_chunks, s.ready - s.sequence_next);
+  if (count < std::min<int64_t>(split.sequence_chunks, s.chunks - s.sequence_next)) return false;
+  Planned p{id, s.sequence_next, count, true, nullptr, {}};
+  const auto rows = s.features.begin() + s.sequence_next * split.feature_floats;
+  p.payload.assign(rows, rows + count * split.feature_floats);
+  p.payload.insert(p.payload.end(), s.state.begin(), s.state.end());
+  planned.push_back(std::move(p));
+  s.sequence_out = count;
+  ++s.out;
+  ++out_;
+  return true;
+}
+
+// A long stream's sequences are a chain, and a sequence submitted from a
+// completion stays with the engine (or worker) that ran the last one, which
+// takes it first: that engine runs the chain, the others the fronts. Alone,
+// the chain would leave that engine half idle (Silero: a sequence costs about
+// half what its chunks' fronts cost), so each link takes along enough of the
+// stream's unsent fronts that the chain and the other engines' fronts end
+// together: with U fronts unsent, L links left, E engines, a front costing f
+// and a link s, L (s + K f) = (U - L K) f / (E - 1) gives
+// K = U / (L E) - s (E - 1) / (f E). More, and the chain would end last;
+// fewer, and that engine would idle while the others work.
+void SplitScorer::plan_company(uint64_t id, Stream& s, std::vector<Planned>& planned) {
+  if (front_ns_ <= 0 || sequence_ns_ <= 0 || out_ >= room_ || s.front_next >= s.chunks) return;
+  const int64_t chunks = model_.stateful.split.sequence_chunks;
+  const double links = static_cast<double>((s.chunks - s.sequence_next + chunks - 1) / chunks);
+  const double unsent = static_cast<double>(s.chunks - s.front_next), e = engines_;
+  const double k = unsent / (links * e) - sequence_ns_ * (e - 1) / (front_ns_ * e);
+  const int64_t count = std::min<int64_t>({static_cast<int64_t>(k), model_.max_batch - 1,
+                                           static_cast<int64_t>(room_ - out_), s.chunks - s.front_next});
+  if (count <= 0) return;
+  planned.push_back({id, s.front_next, count, false, s.samples, {}});
+  std::fill(s.front.begin() + s.front_next, s.front.begin() + s.front_next + count, uint8_t{1});
+  s.front_next += count;
+  s.out += static_cast<size_t>(count);
+  out_ += static_cast<size_t>(count);
+}
+
+// A call's time is shared by its items: a front's is the call's over its
+// items, a sequence's what its call took beyond the fronts with it.
+void SplitScorer::learn_costs(const SegmentResult& r) {
+  if (!r.error.empty() || r.timing.batch == 0 || r.timing.batch_pos != 0) return;  // once per call
+  const auto infer = static_cast<double>(r.timing.infer_ns);
+  const auto average = [](double& into, double sample) { into = into > 0 ? 0.9 * into + 0.1 * sample : sample; };
+  if ((r.index & kSequenceBit) == 0) {
+    if (r.timing.batch >= 8) average(front_ns_, infer / r.timing.batch);
+  } else if (front_ns_ > 0) {
+    average(sequence_ns_, std::max(0.0, infer - (r.timing.batch - 1) * front_ns_));
+  }
+}
+
+// Sequences first: a stream whose features are in waits on nothing else.
+void SplitScorer::plan(std::vector<Planned>& planned) {
+  for (auto& [id, s] : streams_) plan_sequence(id, s, planned);
+  for (auto& [id, s] : streams_) {
+    if (out_ >= room_) break;
+    if (!s.error.empty() || s.front_next >= s.chunks) continue;
+    const int64_t count = std::min<int64_t>(static_cast<int64_t>(room_ - out_), s.chunks - s.front_next);
+    planned.push_back({id, s.front_next, count, false, s.samples, {}});
+    std::fill(s.front.begin() + s.front_next, s.front.begin() + s.front_next + count, uint8_t{1});
+    s.front_next += count;
+    s.out += static_cast<size_t>(count);
+    out_ += static_cast<size_t>(count);
+  }
+}
+
+void SplitScorer::append_tasks(Planned&& p, std::vector<SegmentTask>& tasks) const {
+  if (p.sequence) {
+    tasks.push_back(build(std::move(p)));
+    return;
+  }
+  for (int64_t c = 0; c < p.count; ++c) tasks.push_back(build({p.stream, p.first + c, 1, false, p.samples, {}}));
+}
+
+SegmentTask SplitScorer::build(Planned&& p) const {
+  SegmentTask task;
+  task.stream = p.stream;
+  if (p.sequence) {
+    task.index = static_cast<uint64_t>(p.first) | kSequenceBit;
+    task.samples = std::move(p.payload);
+    task.input = TaskInput::kSplitSequence;
+    return task;
+  }
+  // One front: the previous chunk's last samples (zeros before the stream's
+  // start), the chunk (zero-padded past its end).
+  const StatefulSpec& s = model_.stateful;
+  const std::vector<float>& samples = *p.samples;
+  const int64_t from = p.first * s.chunk_samples - s.context_samples;
+  const int64_t width = s.context_samples + s.chunk_samples;
+  task.index = static_cast<uint64_t>(p.first);
+  task.input = TaskInput::kSplitFront;
+  task.samples.assign(static_cast<size_t>(width), 0.0f);
+  const int64_t lo = std::max<int64_t>(from, 0);
+  const int64_t hi = std::min<int64_t>(from + width, static_cast<int64_t>(samples.size()));
+  if (hi > lo) std::copy(samples.begin() + lo, samples.begin() + hi, task.samples.begin() + (lo - from));
+  return task;
+}
+
+bool SplitScorer::pump(Executor& executor, bool wait) {
+  std::vector<SegmentTask> tasks;
+  std::vector<Planned> planned;
+  std::vector<std::pair<uint64_t, Stream>> finished;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (wait && !news_) news_cv_.wait_for(lock, kPatience, [&] { return news_ || streams_.empty(); });
+    if (streams_.empty()) return false;
+    news_ = false;
+    tasks.swap(overflow_);
+    for (auto it = streams_.begin(); it != streams_.end();) {
+      if (!it->second.done()) {
+        ++it;
+        continue;
+      }
+      finished.emplace_back(it->first, std::move(it->second));
+      it = streams_.erase(it);
+    }
+    plan(planned);
+  }
+  for (auto& [id, s] : finished) done_(id, std::move(s.scores), s.error);
+  for (Planned& p : planned) append_tasks(std::move(p), tasks);
+  // The room keeps this within the executor's depth; if not, one by one (blocking).
+  if (!tasks.empty() && !executor.try_submit(tasks)) {
+    for (auto& task : tasks) executor.submit(std::move(task));
+  }
+  return true;
+}
+
+size_t SplitScorer::live_lanes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t unsent = 0;
+  for (const auto& [id, s] : streams_) unsent += static_cast<size_t>(s.chunks - s.front_next);
+  return unsent + out_;
+}
+
+std::unique_ptr<StatefulScorer> make_stateful_scorer(const ModelConfig& model, StatefulScorer::Done done) {
+  if (model.stateful.split.enabled() && model.stateful.lane_seconds <= 0) {
+    return std::make_unique<SplitScorer>(model, std::move(done));
+  }
+  return std::make_unique<StreamScorer>(model, std::move(done));
+}
+
+}  // namespace corepool
