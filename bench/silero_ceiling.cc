@@ -109,7 +109,8 @@ void print_split(const torch::jit::Module& loaded, const ModelConfig& c, const s
   const StatefulSpec& s = c.stateful;
   const double chunk_seconds = static_cast<double>(s.chunk_samples) / c.sample_rate;
   torch::jit::setGraphExecutorOptimize(true);
-  torch::jit::Module frozen = torch::jit::freeze(loaded.clone(), std::vector<std::string>{s.split.front, s.split.sequence});
+  const std::vector<std::string> keep{s.split.front, s.split.sequence};
+  torch::jit::Module frozen = torch::jit::freeze(loaded.clone(), keep);
   torch::jit::setGraphExecutorOptimize(false);
   std::printf("split, frozen, ONE stream: front over a batch of its chunks, sequence %d chunks a call: us per chunk "
               "(x real time per core)\n%8s %24s %24s %24s\n",

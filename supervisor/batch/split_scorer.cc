@@ -73,6 +73,11 @@ void SplitScorer::on_complete(SegmentResult&& r) {
   news_cv_.notify_one();
 }
 
+// The stream's first error, named by the chunk it came from.
+void SplitScorer::fail(Stream& s, int64_t chunk, const std::string& why) {
+  s.error = "chunk " + std::to_string(chunk) + ": " + why;
+}
+
 void SplitScorer::record_front(Stream& s, const SegmentResult& r) {
   const auto chunk = static_cast<int64_t>(r.index);
   if (chunk >= s.chunks || s.front[chunk] != 1) return;  // not out: a late duplicate
@@ -81,7 +86,7 @@ void SplitScorer::record_front(Stream& s, const SegmentResult& r) {
   --out_;
   const int64_t width = model_.stateful.split.feature_floats;
   if (!r.error.empty() || static_cast<int64_t>(r.scores.size()) != width) {
-    if (s.error.empty()) s.error = "chunk " + std::to_string(chunk) + ": " + (r.error.empty() ? "front result of the wrong size" : r.error);
+    if (s.error.empty()) fail(s, chunk, r.error.empty() ? "front result of the wrong size" : r.error);
     return;
   }
   std::copy(r.scores.begin(), r.scores.end(), s.features.begin() + chunk * width);
@@ -98,7 +103,7 @@ void SplitScorer::record_sequence(Stream& s, const SegmentResult& r) {
   const auto labels = static_cast<int64_t>(model_.labels.size());
   const int64_t want = count * labels + model_.stateful.state_floats();
   if (!r.error.empty() || static_cast<int64_t>(r.scores.size()) != want) {
-    if (s.error.empty()) s.error = "chunk " + std::to_string(first) + ": " + (r.error.empty() ? "sequence result of the wrong size" : r.error);
+    if (s.error.empty()) fail(s, first, r.error.empty() ? "sequence result of the wrong size" : r.error);
     return;
   }
   std::copy(r.scores.begin(), r.scores.begin() + count * labels, s.scores.begin() + first * labels);

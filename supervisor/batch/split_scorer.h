@@ -68,6 +68,7 @@ class SplitScorer : public StatefulScorer {
     std::shared_ptr<const std::vector<float>> samples;
     std::vector<float> payload;  // a sequence's features then state
   };
+  static void fail(Stream& s, int64_t chunk, const std::string& why);
   void record_front(Stream& s, const SegmentResult& r);     // requires mu_
   void record_sequence(Stream& s, const SegmentResult& r);  // requires mu_
   void plan(std::vector<Planned>& planned);                 // requires mu_

@@ -50,8 +50,8 @@ class ProcessPool::Impl {
         submissions_(queue_depth(options_)),
         mirror_(options_.workers),
         table_(options_, layout_, model_, mirror_),
-        dispatcher_(options_, layout_, static_cast<uint32_t>(model_->config.slot_result_floats()), std::move(on_complete),
-                    submissions_, mirror_),
+        dispatcher_(options_, layout_, static_cast<uint32_t>(model_->config.slot_result_floats()),
+                    std::move(on_complete), submissions_, mirror_),
         loop_(table_, dispatcher_, submissions_) {}
 
   void start() {

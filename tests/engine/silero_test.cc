@@ -337,7 +337,8 @@ TEST(SileroTest, ASplitThatIsWrongIsRefusedWithItsReason) {
   const std::string width = split_variant("width", "feature_floats = 128", "feature_floats = 64");
   EXPECT_NE(engine_error(width).find("feature_floats = 64"), std::string::npos) << engine_error(width);
   // A sequence that says something else than the method: the probabilities halved.
-  const std::string halved = split_variant("halved", "reshape(t, n, 1), torch.stack", "reshape(t, n, 1) * 0.5, torch.stack");
+  const std::string halved =
+      split_variant("halved", "reshape(t, n, 1), torch.stack", "reshape(t, n, 1) * 0.5, torch.stack");
   EXPECT_NE(engine_error(halved).find("differ from the method run chunk by chunk"), std::string::npos)
       << engine_error(halved);
   EXPECT_EQ(engine_error(kDir), "");
