@@ -60,7 +60,8 @@ join_files "$WORK/games.txt" "$WORK/games.wav"
 
 echo "cpu: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) cpus), commit $(git rev-parse --short HEAD)," \
      "$(date -u +%H:%M) UTC"
-# LANES: "lane_seconds:warmup_seconds" pairs; the model's own (30:5) first.
+# LANES: "lane_seconds:warmup_seconds" pairs; 30:5 (the model.toml's lanes
+# before its split turned them off) first.
 for lw in ${LANES:-30:5 30:10 30:20 60:20 60:30 120:30}; do
   "$BUILD/bench/corepool-lanes-bench" --model "$MODEL" --workers "$(nproc)" \
     --lane-seconds "${lw%%:*}" --warmup-seconds "${lw##*:}" "$WORK/asterisk.wav" "$WORK/games.wav"

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "worker/model/torch_module.h"  // stateful_method()
+#include "worker/shape_text.h"
 
 namespace corepool {
 namespace {
@@ -14,12 +15,6 @@ namespace {
 uint64_t ns_since(std::chrono::steady_clock::time_point t0) {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
-}
-
-std::string shape_text(const torch::Tensor& t) {
-  std::string s = "[";
-  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
-  return s + "]";
 }
 
 // `batch` (at least 1) segments of silence, all pointing at one buffer.

@@ -5,6 +5,7 @@
 #include "worker/shared_weights.h"
 
 #include "worker/model/torch_module.h"
+#include "worker/shape_text.h"
 
 #include <cstring>
 #include <stdexcept>
@@ -26,12 +27,6 @@ struct ModuleTensor {
 
 std::string label(const ModuleTensor& t) {
   return (t.kind == shm::WeightKind::kParameter ? "parameter '" : "buffer '") + t.name + "'";
-}
-
-std::string shape_text(at::IntArrayRef shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
 }
 
 std::vector<ModuleTensor> module_tensors(const torch::jit::Module& module) {

@@ -1,6 +1,6 @@
 // Engine's split calls ([stateful.split]): the front over many chunks at once,
-// the sequence over one stream's consecutive chunks, and the check that the
-// two together say what the method says chunk by chunk. Why the split exists:
+// the sequence over streams' consecutive chunks, and the check that the two
+// together say what the method says chunk by chunk. Why the split exists:
 // one stream's chunks otherwise run one call each (the next needs the state
 // the last returned), and a call of one chunk costs what a call of ten does.
 #include <chrono>
@@ -9,18 +9,10 @@
 
 #include "worker/engine.h"
 #include "worker/model/torch_module.h"
+#include "worker/shape_text.h"
 #include "worker/state_layout.h"
 
 namespace corepool {
-namespace {
-
-std::string shape_text(const torch::Tensor& t) {
-  std::string s = "[";
-  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
-  return s + "]";
-}
-
-}  // namespace
 
 torch::Tensor Engine::split_front(const torch::Tensor& x) {
   const SplitSpec& split = model_->config.stateful.split;
@@ -84,8 +76,9 @@ std::vector<float> Engine::split_sequence(const float* features, int64_t chunks,
 }
 
 // Steps first (the method on their chunks, one call), then the fronts (one
-// call), then each sequence: a batch's items are independent, so any order
-// gives the same results; each goes back in its item's place.
+// call), then the sequences (one call per length): a batch's items are
+// independent, so any order gives the same results; each goes back in its
+// item's place.
 std::vector<std::vector<float>> Engine::split_items(const std::vector<BatchItem>& items, EngineTiming* timing) {
   using Clock = std::chrono::steady_clock;
   const auto since = [](Clock::time_point t) {

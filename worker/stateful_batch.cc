@@ -8,16 +8,11 @@
 #include <cstring>
 
 #include "worker/engine.h"
+#include "worker/shape_text.h"
 #include "worker/state_layout.h"
 
 namespace corepool {
 namespace {
-
-std::string shape_text(const torch::Tensor& t) {
-  std::string s = "[";
-  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
-  return s + "]";
-}
 
 torch::Tensor output_tensor(const c10::ivalue::Tuple& out, int index, const std::string& what, const std::string& pt) {
   if (index >= static_cast<int>(out.elements().size()) || !out.elements()[index].isTensor()) {
