@@ -6,29 +6,63 @@
 
 #include <algorithm>
 
-#include "supervisor/batch/stream_scorer.h"
-
 namespace corepool {
 
 SplitScorer::SplitScorer(const ModelConfig& model, Done done) : model_(model), done_(std::move(done)) {}
 
 void SplitScorer::add(uint64_t stream, std::shared_ptr<const std::vector<float>> samples) {
-  const StatefulSpec& s = model_.stateful;
-  const int64_t chunks = (static_cast<int64_t>(samples->size()) + s.chunk_samples - 1) / s.chunk_samples;
-  if (chunks == 0) {  // no audio, no chunk: done at once
-    done_(stream, {}, "");
-    return;
-  }
+  const auto size = static_cast<int64_t>(samples->size());
+  open(stream, std::move(samples), size);
+  close(stream, "");
+}
+
+void SplitScorer::open(uint64_t stream, std::shared_ptr<const std::vector<float>> first, int64_t expected) {
+  const StatefulSpec& spec = model_.stateful;
   Stream st;
-  st.samples = std::move(samples);
-  st.chunks = chunks;
-  st.features.resize(static_cast<size_t>(chunks * s.split.feature_floats));
-  st.front.assign(static_cast<size_t>(chunks), 0);
-  st.state.assign(static_cast<size_t>(s.state_floats()), s.state_initial);
-  st.scores.assign(static_cast<size_t>(chunks) * model_.labels.size(), 0.0f);
+  st.expected_chunks = (std::max<int64_t>(expected, 0) + spec.chunk_samples - 1) / spec.chunk_samples;
+  st.state.assign(static_cast<size_t>(spec.state_floats()), spec.state_initial);
+  st.total = static_cast<int64_t>(first->size());
+  if (st.total > 0) st.blocks.push_back({0, std::move(first)});
+  grow(st);
   std::lock_guard<std::mutex> lock(mu_);
   streams_.emplace(stream, std::move(st));
   news_ = true;
+}
+
+void SplitScorer::extend(uint64_t stream, std::shared_ptr<const std::vector<float>> block) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = streams_.find(stream);
+  if (it == streams_.end() || block->empty()) return;
+  Stream& s = it->second;
+  const auto size = static_cast<int64_t>(block->size());
+  s.blocks.push_back({s.total, std::move(block)});
+  s.total += size;
+  grow(s);
+  news_ = true;
+}
+
+void SplitScorer::close(uint64_t stream, const std::string& error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = streams_.find(stream);
+  if (it == streams_.end()) return;
+  Stream& s = it->second;
+  s.closed = true;
+  if (!error.empty() && s.error.empty()) s.error = error;
+  grow(s);
+  news_ = true;
+}
+
+// An open stream's chunks are the whole ones in; the last, zero-padded one
+// counts once the stream is closed.
+void SplitScorer::grow(Stream& s) const {
+  const StatefulSpec& spec = model_.stateful;
+  const int64_t cs = spec.chunk_samples;
+  const int64_t chunks = s.closed ? (s.total + cs - 1) / cs : s.total / cs;
+  if (chunks == s.chunks) return;
+  s.chunks = chunks;
+  s.features.resize(static_cast<size_t>((chunks - s.features_from) * spec.split.feature_floats));
+  s.front.resize(static_cast<size_t>(chunks), 0);
+  s.scores.resize(static_cast<size_t>(chunks) * model_.labels.size(), 0.0f);
 }
 
 void SplitScorer::attach(Executor* executor) {
@@ -89,7 +123,7 @@ void SplitScorer::record_front(Stream& s, const SegmentResult& r) {
     if (s.error.empty()) fail(s, chunk, r.error.empty() ? "front result of the wrong size" : r.error);
     return;
   }
-  std::copy(r.scores.begin(), r.scores.end(), s.features.begin() + chunk * width);
+  std::copy(r.scores.begin(), r.scores.end(), s.features.begin() + (chunk - s.features_from) * width);
   while (s.ready < s.chunks && s.front[s.ready] == 2) ++s.ready;
 }
 
@@ -116,16 +150,34 @@ bool SplitScorer::plan_sequence(uint64_t id, Stream& s, std::vector<Planned>& pl
   const SplitSpec& split = model_.stateful.split;
   if (!s.error.empty() || s.sequence_out > 0 || s.sequence_next >= s.chunks) return false;
   const int64_t count = std::min<int64_t>(split.sequence_chunks, s.ready - s.sequence_next);
-  if (count < std::min<int64_t>(split.sequence_chunks, s.chunks - s.sequence_next)) return false;
-  Planned p{id, s.sequence_next, count, true, nullptr, {}};
-  const auto rows = s.features.begin() + s.sequence_next * split.feature_floats;
+  const int64_t want = s.closed ? std::min<int64_t>(split.sequence_chunks, s.chunks - s.sequence_next)
+                                : split.sequence_chunks;
+  if (count < want) return false;
+  Planned p{id, s.sequence_next, count, true, {}, {}};
+  const auto rows = s.features.begin() + (s.sequence_next - s.features_from) * split.feature_floats;
   p.payload.assign(rows, rows + count * split.feature_floats);
   p.payload.insert(p.payload.end(), s.state.begin(), s.state.end());
   planned.push_back(std::move(p));
+  let_go_features(s, s.sequence_next + count);
   s.sequence_out = count;
   ++s.out;
   ++out_;
   return true;
+}
+
+// Rows the sequences have taken go once they are most of the buffer, which
+// keeps its memory: a long stream's features stay within what its fronts are
+// ahead of its sequence, and touch no fresh pages. Grown to the whole stream
+// instead, each doubling of a 10-minute file's features (up to 9.6 MB) faulted
+// in new pages under the lock: both engines stood 3-21 ms at a time (a VM
+// whose page faults cost ~12 us each, AMD EPYC Zen 5).
+void SplitScorer::let_go_features(Stream& s, int64_t upto) const {
+  constexpr int64_t kMinRows = 256;
+  const int64_t taken = upto - s.features_from;
+  if (taken < kMinRows || taken < s.chunks - upto) return;
+  const int64_t width = model_.stateful.split.feature_floats;
+  s.features.erase(s.features.begin(), s.features.begin() + taken * width);
+  s.features_from = upto;
 }
 
 // A long stream's sequences are a chain, and a sequence submitted from a
@@ -139,19 +191,41 @@ bool SplitScorer::plan_sequence(uint64_t id, Stream& s, std::vector<Planned>& pl
 // K = U / (L E) - s (E - 1) / (f E). More, and the chain would end last;
 // fewer, and that engine would idle while the others work.
 void SplitScorer::plan_company(uint64_t id, Stream& s, std::vector<Planned>& planned) {
-  if (front_ns_ <= 0 || sequence_ns_ <= 0 || out_ >= room_ || s.front_next >= s.chunks) return;
+  if (front_ns_ <= 0 || sequence_ns_ <= 0) return;
   const int64_t chunks = model_.stateful.split.sequence_chunks;
-  const double links = static_cast<double>((s.chunks - s.sequence_next + chunks - 1) / chunks);
-  const double unsent = static_cast<double>(s.chunks - s.front_next), e = engines_;
+  // A stream still decoding counts the links its whole length will make, if known.
+  const int64_t whole = s.closed ? s.chunks : std::max(s.chunks, s.expected_chunks);
+  const double links = static_cast<double>((whole - s.sequence_next + chunks - 1) / chunks);
+  const double unsent = static_cast<double>(whole - s.front_next), e = engines_;
   const double k = unsent / (links * e) - sequence_ns_ * (e - 1) / (front_ns_ * e);
+  // The pump keeps the room full of fronts; the company may go past it by
+  // half a room, within the queue's depth. Held to the room, a stream still
+  // decoding had none: the pump sends its fronts as they decode.
+  const size_t company_room = room_ + room_ / 2;
+  if (out_ >= company_room || s.front_next >= s.chunks) return;
   const int64_t count = std::min<int64_t>({static_cast<int64_t>(k), model_.max_batch - 1,
-                                           static_cast<int64_t>(room_ - out_), s.chunks - s.front_next});
-  if (count <= 0) return;
-  planned.push_back({id, s.front_next, count, false, s.samples, {}});
+                                           static_cast<int64_t>(company_room - out_), s.chunks - s.front_next});
+  if (count > 0) plan_fronts(id, s, count, planned);
+}
+
+// The window holds the blocks these fronts read (the previous chunk's
+// context included); blocks no later front reads are let go.
+void SplitScorer::plan_fronts(uint64_t id, Stream& s, int64_t count, std::vector<Planned>& planned) {
+  const StatefulSpec& spec = model_.stateful;
+  const auto end_of = [](const Block& b) { return b.start + static_cast<int64_t>(b.samples->size()); };
+  const int64_t lo = s.front_next * spec.chunk_samples - spec.context_samples;
+  const int64_t hi = (s.front_next + count) * spec.chunk_samples;
+  Planned p{id, s.front_next, count, false, {}, {}};
+  for (const Block& b : s.blocks) {
+    if (b.start < hi && end_of(b) > lo) p.window.push_back(b);
+  }
+  planned.push_back(std::move(p));
   std::fill(s.front.begin() + s.front_next, s.front.begin() + s.front_next + count, uint8_t{1});
   s.front_next += count;
   s.out += static_cast<size_t>(count);
   out_ += static_cast<size_t>(count);
+  const int64_t needed = s.front_next * spec.chunk_samples - spec.context_samples;
+  while (!s.blocks.empty() && end_of(s.blocks.front()) <= needed) s.blocks.pop_front();
 }
 
 // A call's time is shared by its items: a front's is the call's over its
@@ -173,44 +247,41 @@ void SplitScorer::plan(std::vector<Planned>& planned) {
   for (auto& [id, s] : streams_) {
     if (out_ >= room_) break;
     if (!s.error.empty() || s.front_next >= s.chunks) continue;
-    const int64_t count = std::min<int64_t>(static_cast<int64_t>(room_ - out_), s.chunks - s.front_next);
-    planned.push_back({id, s.front_next, count, false, s.samples, {}});
-    std::fill(s.front.begin() + s.front_next, s.front.begin() + s.front_next + count, uint8_t{1});
-    s.front_next += count;
-    s.out += static_cast<size_t>(count);
-    out_ += static_cast<size_t>(count);
+    plan_fronts(id, s, std::min<int64_t>(static_cast<int64_t>(room_ - out_), s.chunks - s.front_next), planned);
   }
 }
 
 void SplitScorer::append_tasks(Planned&& p, std::vector<SegmentTask>& tasks) const {
-  if (p.sequence) {
-    tasks.push_back(build(std::move(p)));
+  if (!p.sequence) {
+    for (int64_t c = 0; c < p.count; ++c) tasks.push_back(build_front(p.stream, p.first + c, p.window));
     return;
   }
-  for (int64_t c = 0; c < p.count; ++c) tasks.push_back(build({p.stream, p.first + c, 1, false, p.samples, {}}));
-}
-
-SegmentTask SplitScorer::build(Planned&& p) const {
   SegmentTask task;
   task.stream = p.stream;
-  if (p.sequence) {
-    task.index = static_cast<uint64_t>(p.first) | kSequenceBit;
-    task.samples = std::move(p.payload);
-    task.input = TaskInput::kSplitSequence;
-    return task;
-  }
-  // One front: the previous chunk's last samples (zeros before the stream's
-  // start), the chunk (zero-padded past its end).
+  task.index = static_cast<uint64_t>(p.first) | kSequenceBit;
+  task.samples = std::move(p.payload);
+  task.input = TaskInput::kSplitSequence;
+  tasks.push_back(std::move(task));
+}
+
+// One front: the previous chunk's last samples (zeros before the stream's
+// start), the chunk (zero-padded past its end), from the blocks they are in.
+SegmentTask SplitScorer::build_front(uint64_t stream, int64_t chunk, const std::vector<Block>& window) const {
   const StatefulSpec& s = model_.stateful;
-  const std::vector<float>& samples = *p.samples;
-  const int64_t from = p.first * s.chunk_samples - s.context_samples;
+  const int64_t from = chunk * s.chunk_samples - s.context_samples;
   const int64_t width = s.context_samples + s.chunk_samples;
-  task.index = static_cast<uint64_t>(p.first);
+  SegmentTask task;
+  task.stream = stream;
+  task.index = static_cast<uint64_t>(chunk);
   task.input = TaskInput::kSplitFront;
   task.samples.assign(static_cast<size_t>(width), 0.0f);
-  const int64_t lo = std::max<int64_t>(from, 0);
-  const int64_t hi = std::min<int64_t>(from + width, static_cast<int64_t>(samples.size()));
-  if (hi > lo) std::copy(samples.begin() + lo, samples.begin() + hi, task.samples.begin() + (lo - from));
+  for (const Block& b : window) {
+    const std::vector<float>& samples = *b.samples;
+    const int64_t lo = std::max(from, b.start);
+    const int64_t hi = std::min(from + width, b.start + static_cast<int64_t>(samples.size()));
+    if (hi <= lo) continue;
+    std::copy(samples.begin() + (lo - b.start), samples.begin() + (hi - b.start), task.samples.begin() + (lo - from));
+  }
   return task;
 }
 
@@ -248,13 +319,6 @@ size_t SplitScorer::live_lanes() {
   size_t unsent = 0;
   for (const auto& [id, s] : streams_) unsent += static_cast<size_t>(s.chunks - s.front_next);
   return unsent + out_;
-}
-
-std::unique_ptr<StatefulScorer> make_stateful_scorer(const ModelConfig& model, StatefulScorer::Done done) {
-  if (model.stateful.split.enabled() && model.stateful.lane_seconds <= 0) {
-    return std::make_unique<SplitScorer>(model, std::move(done));
-  }
-  return std::make_unique<StreamScorer>(model, std::move(done));
 }
 
 }  // namespace corepool

@@ -5,13 +5,17 @@
 // task, each from the state the last one returned. The state travels in the
 // task, as StreamScorer's does: any engine takes any task, and a task
 // re-dispatched after its worker died carries what it was sent with. Exact:
-// no lanes, each stream runs whole.
+// no lanes, each stream runs whole. A stream may still be decoding (open(),
+// extend(), close()): its fronts go as its samples come, and the samples
+// every front has been built from are let go, so a long file is scored while
+// it decodes and held in memory only as far as its fronts lag its decoding.
 // Thread-safety: on_complete() runs on engine threads (or the supervisor's
 // loop), everything else on one feeding thread.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <mutex>
 
@@ -24,6 +28,10 @@ class SplitScorer : public StatefulScorer {
   SplitScorer(const ModelConfig& model, Done done);
 
   void add(uint64_t stream, std::shared_ptr<const std::vector<float>> samples) override;
+  bool takes_blocks() const override { return true; }
+  void open(uint64_t stream, std::shared_ptr<const std::vector<float>> first, int64_t expected) override;
+  void extend(uint64_t stream, std::shared_ptr<const std::vector<float>> block) override;
+  void close(uint64_t stream, const std::string& error) override;
   // Keeps the executor's room (half its depth, see pump()) and, when its
   // completions may submit, submits a stream's next sequence from the
   // completion that made it ready: a long stream's sequences are a chain,
@@ -46,10 +54,20 @@ class SplitScorer : public StatefulScorer {
   static constexpr std::chrono::milliseconds kPatience{20};
 
  private:
-  struct Stream {
+  struct Block {  // decoded samples, from `start` in the stream
+    int64_t start;
     std::shared_ptr<const std::vector<float>> samples;
-    int64_t chunks = 0;
-    std::vector<float> features;   // chunks x feature_floats, as the fronts come back
+  };
+  struct Stream {
+    std::deque<Block> blocks;      // from the first a front not yet built needs
+    int64_t total = 0;             // samples in so far
+    int64_t expected_chunks = 0;   // open(): the whole stream's, if its length was known
+    bool closed = false;           // no more samples come
+    int64_t chunks = 0;            // chunks whose samples are in (with the last, padded one once closed)
+    // Chunks [features_from, chunks) x feature_floats, as the fronts come back;
+    // the rows before are the sequences' (let_go_features()).
+    std::vector<float> features;
+    int64_t features_from = 0;
     std::vector<uint8_t> front;    // per chunk: 0 not sent, 1 out, 2 in
     int64_t front_next = 0;        // the first chunk whose front is not sent
     int64_t ready = 0;             // the fronts of [0, ready) are in
@@ -59,16 +77,20 @@ class SplitScorer : public StatefulScorer {
     std::vector<float> scores;     // chunks x labels
     size_t out = 0;                // its tasks out
     std::string error;
-    bool done() const { return error.empty() ? sequence_next == chunks : out == 0; }
+    bool done() const { return closed && (error.empty() ? sequence_next == chunks : out == 0); }
   };
   struct Planned {  // a task to build outside the lock
     uint64_t stream;
     int64_t first, count;
     bool sequence;
-    std::shared_ptr<const std::vector<float>> samples;
-    std::vector<float> payload;  // a sequence's features then state
+    std::vector<Block> window;   // fronts: the blocks their samples are in
+    std::vector<float> payload;  // a sequence: its features then state
   };
   static void fail(Stream& s, int64_t chunk, const std::string& why);
+  void grow(Stream& s) const;  // chunks and per-chunk records after samples came; requires mu_
+  void let_go_features(Stream& s, int64_t upto) const;  // rows before `upto` are taken; requires mu_
+  // `count` fronts of the stream from front_next, as one Planned; requires mu_.
+  void plan_fronts(uint64_t id, Stream& s, int64_t count, std::vector<Planned>& planned);
   void record_front(Stream& s, const SegmentResult& r);     // requires mu_
   void record_sequence(Stream& s, const SegmentResult& r);  // requires mu_
   void plan(std::vector<Planned>& planned);                 // requires mu_
@@ -77,7 +99,7 @@ class SplitScorer : public StatefulScorer {
   // Fronts of the stream to go with the sequence a completion submits; requires mu_.
   void plan_company(uint64_t id, Stream& s, std::vector<Planned>& planned);
   void learn_costs(const SegmentResult& r);  // requires mu_
-  SegmentTask build(Planned&& p) const;                              // one task: a sequence, or one front
+  SegmentTask build_front(uint64_t stream, int64_t chunk, const std::vector<Block>& window) const;
   void append_tasks(Planned&& p, std::vector<SegmentTask>& tasks) const;  // every task of `p`
 
   const ModelConfig& model_;

@@ -9,13 +9,19 @@
 // clips and one long file in lanes both keep every engine's batch full. A
 // file's events are made from all its scores at once (speech_events.h) and
 // committed on a SerialWorker, like the stateless driver's.
-// Decoding whole costs 64 KB per second of audio at 16 kHz (lanes need random
-// access): memory grows with the open files (up to a window of them beyond
-// the queue's room), unlike the stateless driver.
+// A file longer than kWholeSeconds goes to a scorer that takes blocks (the
+// split's) as soon as its first kWholeSeconds are decoded; the feeding thread
+// decodes the rest between pumps, while the engines run what is in, and the
+// scorer lets go of the samples its fronts have read. Otherwise (lanes need
+// random access) files are decoded whole, 64 KB per second of audio at 16
+// kHz: memory grows with the open files (up to a window of them beyond the
+// queue's room), unlike the stateless driver.
 #include "supervisor/batch/stateful_batch.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <deque>
 #include <functional>
 #include <future>
 #include <map>
@@ -45,6 +51,13 @@ using nlohmann::json;
 
 constexpr size_t kOpenWindow = 4;    // files per cpu opened at once (open_window())
 constexpr size_t kEarlyLanes = 256;  // lanes opened before the engines are up at most (open_until())
+// Files up to this long decode whole when opened (on every cpu, open_window());
+// longer ones go on decoding on the feeding thread (decode_next()).
+constexpr double kWholeSeconds = 30.0;
+// A file decoding on the feeding thread stays this far ahead of the fronts
+// sent, at most: its samples in memory (64 KB a second at 16 kHz).
+constexpr double kDecodeAheadSeconds = 60.0;
+constexpr size_t kBlockFrames = 32768;  // samples a read() appends
 
 struct StreamFile {
   BatchInput input;
@@ -53,6 +66,7 @@ struct StreamFile {
   std::vector<float> scores;  // chunk-major, from the StreamScorer
   std::string error;
   json skipped;
+  std::string warning;  // what its decoding skipped, as a line for the user
   Clock::time_point started = Clock::now();
 };
 
@@ -80,12 +94,22 @@ class StatefulRun {
   struct Opened {
     std::unique_ptr<StreamFile> file;
     std::shared_ptr<std::vector<float>> samples;
+    std::unique_ptr<AudioStream> rest;  // set if the file goes on past what prepare() decoded
     std::string error;    // why it could not be opened: reported by admit()
-    std::string warning;  // what its decoding skipped
+  };
+  struct Decoding {  // a file admitted while its decoding goes on
+    uint64_t id;
+    StreamFile* file;  // in files_ until the scorer is done with it, after close()
+    std::unique_ptr<AudioStream> stream;
   };
   Opened prepare(const BatchInput& input);  // never throws; any thread
   void admit(Opened&& opened);
   bool open_window(const std::vector<BatchInput>& todo);
+  // Whether the feeding thread should decode a block now: a file is decoding
+  // and the scorer's unsent fronts are under kDecodeAheadSeconds.
+  bool should_decode();
+  void decode_next();  // one block of the first file decoding, or its end
+  void note_skipped(StreamFile& file, const AudioStream& stream);
   void scored(uint64_t id, std::vector<float> scores, const std::string& error);  // feeding thread
   void commit(std::shared_ptr<StreamFile> file);  // on committer_
   void write_results(StreamFile& file);           // on committer_: its events and summary
@@ -98,6 +122,7 @@ class StatefulRun {
   OutputSpec output_;
   std::mutex mu_;  // stats_ and progress_ lines (the committer and the feeding thread)
   std::map<uint64_t, std::unique_ptr<StreamFile>> files_;  // the feeding thread's own
+  std::deque<Decoding> decoding_;                          // the feeding thread's own, in admission order
   uint64_t next_id_ = 0;
   size_t next_input_ = 0;                  // the first input not yet opened
   const int openers_ = usable_cpus().usable;  // threads that open files
@@ -107,26 +132,30 @@ class StatefulRun {
   SerialWorker committer_;  // last: its thread stops before the members it uses go
 };
 
-// Decodes the input whole and creates its result file; safe on any thread
-// (of the run it reads only constants, and output_ whose writers share an atomic).
+// Decodes the input (whole, or its first kWholeSeconds if the scorer takes
+// blocks) and creates its result file; safe on any thread (of the run it
+// reads only constants, and output_ whose writers share an atomic).
 StatefulRun::Opened StatefulRun::prepare(const BatchInput& input) {
   Opened opened;
   opened.file = std::make_unique<StreamFile>();
   opened.file->input = input;
   opened.samples = std::make_shared<std::vector<float>>();
   try {
-    constexpr size_t kBlockFrames = 32768;
     std::unique_ptr<AudioStream> stream =
         input.pipe ? std::make_unique<AudioStream>(AudioSource::standard_input(kStdinName, options_.raw),
                                                    model_.sample_rate, kBlockFrames, options_.audio_stream)
                    : std::make_unique<AudioStream>(input.path, model_.sample_rate, kBlockFrames, options_.audio_stream);
-    while (stream->read(*opened.samples)) {
+    const size_t whole = scorer_->takes_blocks() ? static_cast<size_t>(kWholeSeconds * model_.sample_rate) : SIZE_MAX;
+    bool more = true;
+    while (opened.samples->size() < whole && (more = stream->read(*opened.samples))) {
     }
-    if (!stream->skipped().empty()) {
-      opened.file->skipped = skipped_json(stream->skipped());
-      opened.warning = "warning: " + input.path + ": " + skipped_text(stream->skipped());
+    if (more) {
+      opened.rest = std::move(stream);
+    } else {
+      note_skipped(*opened.file, *stream);
     }
-    // Validated and read before the result file exists: errors never leave a partial result.
+    // Validated and read before the result file exists: an error found so far
+    // leaves no result (one found later abandons its temporary file).
     const std::string out_path = options_.out_dir == "-" ? ""
                                                          : result_path(options_.out_dir, input.relative,
                                                                        result_extension(options_.format));
@@ -138,17 +167,61 @@ StatefulRun::Opened StatefulRun::prepare(const BatchInput& input) {
   return opened;
 }
 
-// On the feeding thread, in the inputs' order: the file becomes a stream.
+void StatefulRun::note_skipped(StreamFile& file, const AudioStream& stream) {
+  if (stream.skipped().empty()) return;
+  file.skipped = skipped_json(stream.skipped());
+  file.warning = "warning: " + file.input.path + ": " + skipped_text(stream.skipped());
+}
+
+// On the feeding thread, in the inputs' order: the file becomes a stream,
+// whole or open while the rest decodes.
 void StatefulRun::admit(Opened&& opened) {
   if (!opened.error.empty()) {
     fail_input(opened.file->input.relative, opened.error);
     return;
   }
-  if (!opened.warning.empty()) progress_.print_line(opened.warning);
+  if (!opened.file->warning.empty()) progress_.print_line(opened.file->warning);
   opened.file->samples = static_cast<int64_t>(opened.samples->size());
   const uint64_t id = next_id_++;
+  StreamFile* file = opened.file.get();
   files_[id] = std::move(opened.file);
-  scorer_->add(id, std::move(opened.samples));
+  if (!opened.rest) {
+    scorer_->add(id, std::move(opened.samples));
+    return;
+  }
+  const AudioInfo& info = opened.rest->info();
+  const double seconds = info.sample_rate > 0 ? static_cast<double>(info.frames) / info.sample_rate : 0.0;
+  const auto expected = static_cast<int64_t>(seconds * model_.sample_rate);
+  scorer_->open(id, std::move(opened.samples), expected);
+  decoding_.push_back({id, file, std::move(opened.rest)});
+}
+
+bool StatefulRun::should_decode() {
+  const auto ahead = static_cast<size_t>(kDecodeAheadSeconds * model_.sample_rate / model_.stateful.chunk_samples);
+  return !decoding_.empty() && scorer_->live_lanes() < ahead;
+}
+
+// A decoding error ends the file as failed (its result file abandoned), with
+// the error AudioStream names it by; the scorer's stream ends once its tasks
+// out are back.
+void StatefulRun::decode_next() {
+  Decoding& d = decoding_.front();
+  auto block = std::make_shared<std::vector<float>>();
+  block->reserve(kBlockFrames);
+  try {
+    if (d.stream->read(*block)) {
+      d.file->samples += static_cast<int64_t>(block->size());
+      scorer_->extend(d.id, std::move(block));
+      return;
+    }
+    note_skipped(*d.file, *d.stream);
+    if (!d.file->warning.empty()) progress_.print_line(d.file->warning);
+    scorer_->close(d.id, "");
+  } catch (const std::exception& e) {
+    d.file->error = e.what();
+    scorer_->close(d.id, e.what());
+  }
+  decoding_.pop_front();
 }
 
 void StatefulRun::scored(uint64_t id, std::vector<float> scores, const std::string& error) {
@@ -156,7 +229,7 @@ void StatefulRun::scored(uint64_t id, std::vector<float> scores, const std::stri
   std::shared_ptr<StreamFile> file = std::move(it->second);
   files_.erase(it);
   file->scores = std::move(scores);
-  if (!error.empty()) file->error = file->input.path + ": " + error;
+  if (!error.empty() && file->error.empty()) file->error = file->input.path + ": " + error;
   progress_.add_segments(file->scores.size() / model_.labels.size());
   progress_.add_audio_seconds(static_cast<double>(file->samples) / model_.sample_rate);
   committer_.post([this, file] { commit(file); });
@@ -180,8 +253,12 @@ bool StatefulRun::open_window(const std::vector<BatchInput>& todo) {
 // While the engines start (each warms up on a full batch, tens of ms, and
 // LibTorch optimises their shared graph one engine at a time), the first files
 // open on the cpus they leave idle, up to kEarlyLanes.
+// A long file's decoding goes on meanwhile too.
 void StatefulRun::open_until(const std::vector<BatchInput>& todo, const std::function<bool()>& started) {
-  while (!started() && scorer_->live_lanes() < kEarlyLanes && open_window(todo)) {
+  while (!started()) {
+    if (scorer_->live_lanes() < kEarlyLanes && open_window(todo)) continue;
+    if (!should_decode()) break;
+    decode_next();
   }
 }
 
@@ -197,10 +274,13 @@ void StatefulRun::run(const std::vector<BatchInput>& todo, Executor& executor) {
   // the call's own tasks leave the queue's count (StreamScorer::attach()).
   const size_t room = std::max<size_t>(1, executor.stats().depth / 2);
   scorer_->attach(&executor);
+  // A block decoded, then a pump that does not wait: its fronts go at once.
   for (;;) {
     while (scorer_->live_lanes() < room && open_window(todo)) {
     }
-    if (!scorer_->pump(executor) && next_input_ >= todo.size()) break;
+    const bool decode = should_decode();
+    if (decode) decode_next();
+    if (!scorer_->pump(executor, !decode) && next_input_ >= todo.size() && decoding_.empty()) break;
   }
   scorer_->attach(nullptr);
 }

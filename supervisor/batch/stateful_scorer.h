@@ -28,6 +28,17 @@ class StatefulScorer {
   virtual ~StatefulScorer() = default;
   // `samples` at the model's rate become a stream.
   virtual void add(uint64_t stream, std::shared_ptr<const std::vector<float>> samples) = 0;
+  // Whether open()/extend()/close() are taken: a stream scored while it is
+  // still being decoded. Scorers that need a stream whole (lanes) say no.
+  virtual bool takes_blocks() const { return false; }
+  // A stream that goes on: `first` is what is decoded so far, `expected` its
+  // whole length in samples if known (else 0). extend() appends the next
+  // block; close() ends it, with `error` (why decoding stopped) or not. An
+  // error ends the stream as failed once its tasks out are back. These throw
+  // std::logic_error where takes_blocks() is false.
+  virtual void open(uint64_t stream, std::shared_ptr<const std::vector<float>> first, int64_t expected);
+  virtual void extend(uint64_t stream, std::shared_ptr<const std::vector<float>> block);
+  virtual void close(uint64_t stream, const std::string& error);
   // The executor pump() will be given (nullptr before it goes); see StreamScorer::attach().
   virtual void attach(Executor* executor) = 0;
   // The executor's completion callback.

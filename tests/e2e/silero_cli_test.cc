@@ -92,6 +92,58 @@ TEST_P(SileroCliTest, ARunThatCutAFileInLanesSaysSo) {
   EXPECT_EQ(whole.err.find("ran as lanes"), std::string::npos) << whole.err;
 }
 
+// Events as csv rows of the demo thrice (84 s, past the 30 s a file is
+// decoded whole before it is scored), in one of two ways.
+std::string events_of_long_file(const std::string& mode, const std::string& lane_seconds, const std::string& path,
+                                const testing::TempDir& dir) {
+  const auto r = testing::corepool_cli({"batch", "--model", kDir, "--mode", mode, "--lane-seconds", lane_seconds,
+                                        "--format", "csv", "--out", "-", path},
+                                       dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.out;
+}
+
+// A long file's split runs while the file decodes, block by block. The
+// reference is the other path: lanes longer than the file run the method
+// chunk by chunk on the file decoded whole. Same events, to the row.
+TEST_P(SileroCliTest, ALongFileScoredWhileItDecodesHasTheEventsOfTheFileRunWhole) {
+  std::vector<float> three = synth::demo_samples(16000);
+  const size_t one = three.size();
+  three.resize(3 * one);
+  std::copy_n(three.begin(), one, three.begin() + one);
+  std::copy_n(three.begin(), one, three.begin() + 2 * one);
+  const std::string path = dir_.path() + "/long.wav";
+  synth::write_samples(path, three, 16000);
+  const std::string streamed = events_of_long_file(GetParam(), "0", path, dir_);
+  const std::string whole = events_of_long_file(GetParam(), "1000", path, dir_);
+  EXPECT_GE(speech_of(streamed).size(), 3u) << streamed;
+  EXPECT_EQ(streamed, whole);
+}
+
+// A long file found damaged after its first part was scored: one line naming
+// it, no result and no temporary file, and the good file beside it done.
+TEST_P(SileroCliTest, ALongFileTruncatedPastItsFirstPartFailsAloneWithNoResult) {
+  std::vector<float> long_samples;
+  while (long_samples.size() < 45 * 16000) {
+    const std::vector<float> demo = synth::demo_samples(16000);
+    long_samples.insert(long_samples.end(), demo.begin(), demo.end());
+  }
+  const std::string in = dir_.path() + "/in";
+  ASSERT_EQ(::mkdir(in.c_str(), 0755), 0);
+  synth::write_samples(in + "/cut.wav", long_samples, 16000);
+  synth::write_samples(in + "/good.wav", synth::demo_samples(16000), 16000);
+  // 40 s of the 45+ the header states: 16-bit mono after a 44-byte header.
+  std::filesystem::resize_file(in + "/cut.wav", 44 + 40 * 16000 * 2);
+  const std::string out = dir_.path() + "/out";
+  const auto r = testing::corepool_cli({"batch", "--model", kDir, "--mode", GetParam(), "--out", out, in}, dir_);
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("cut.wav"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("truncated"), std::string::npos) << r.err;
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(out)) names.push_back(entry.path().filename());
+  EXPECT_EQ(names, std::vector<std::string>{"good.wav.jsonl"});
+}
+
 // A directory's files open several at a time, on every cpu: two bad ones
 // among ten good ones each get their line naming the file, every good one its
 // result, and no temporary file is left behind.

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <random>
 #include <sstream>
@@ -79,6 +80,30 @@ std::vector<float> reference(const std::vector<float>& samples) {
   return probs;
 }
 
+// Every stream in blocks of `block` samples (the last shorter), a pump
+// between rounds: the scorer runs what is in while the rest comes.
+void feed_in_blocks(StatefulScorer& scorer, Executor& executor, size_t block) {
+  const auto piece = [&](size_t i, size_t at) {
+    const std::vector<float>& all = streams()[i];
+    const size_t end = std::min(all.size(), at + block);
+    return std::make_shared<const std::vector<float>>(all.begin() + at, all.begin() + end);
+  };
+  for (size_t i = 0; i < streams().size(); ++i) {
+    scorer.open(i, piece(i, 0), static_cast<int64_t>(streams()[i].size()));
+  }
+  for (size_t at = block;; at += block) {
+    bool more = false;
+    for (size_t i = 0; i < streams().size(); ++i) {
+      if (at >= streams()[i].size()) continue;
+      scorer.extend(i, piece(i, at));
+      more = true;
+    }
+    scorer.pump(executor, false);
+    if (!more) break;
+  }
+  for (size_t i = 0; i < streams().size(); ++i) scorer.close(i, "");
+}
+
 struct Scored {
   std::vector<std::vector<float>> scores;  // per stream, per chunk (one label)
   uint32_t largest_batch = 0;
@@ -90,8 +115,10 @@ struct Scored {
 // mode) once that many chunks are in.
 // engine.optimize "onednn" (the default) runs the method frozen; "none" as loaded.
 // split: the model's split through a SplitScorer; else the method chunk by chunk (StreamScorer).
+// block > 0 (split only): each stream comes in blocks of that many samples,
+// as a file still decoding does (open(), extend() between pumps, close()).
 Scored through_corepool(const std::string& mode, int workers, int max_batch, int kill_after = 0,
-                        const std::string& optimize = "onednn", bool split = false) {
+                        const std::string& optimize = "onednn", bool split = false, size_t block = 0) {
   auto model = load_model(kDir);
   Config config;
   config.optimize = optimize;
@@ -127,10 +154,14 @@ Scored through_corepool(const std::string& mode, int workers, int max_batch, int
     scorer.on_complete(std::move(r));
   });
   if (mode == "process") pids = static_cast<ProcessPool&>(*executor).worker_pids();
-  for (size_t i = 0; i < streams().size(); ++i) {
-    scorer.add(i, std::make_shared<const std::vector<float>>(streams()[i]));
-  }
   scorer.attach(executor.get());  // as the batch driver does: thread mode's calls go on from their engines
+  if (block == 0) {
+    for (size_t i = 0; i < streams().size(); ++i) {
+      scorer.add(i, std::make_shared<const std::vector<float>>(streams()[i]));
+    }
+  } else {
+    feed_in_blocks(scorer, *executor, block);
+  }
   while (scorer.pump(*executor)) {
   }
   executor->wait_idle();
@@ -288,6 +319,60 @@ TEST(SileroTest, TheSplitInProcessModeBatchedMatchesTheModuleRunInALoop) {
   const Scored got = through_corepool("process", 2, 64, 0, "onednn", /*split=*/true);
   EXPECT_GT(got.largest_batch, 8u);
   expect_matches_reference(got);
+}
+
+// Streams scored while they decode (the batch driver's long files): blocks
+// that end mid-chunk, and mid-context, still give every chunk its exact
+// samples and the module's scores.
+TEST(SileroTest, TheSplitScoresStreamsInBlocksAsTheyDecodeInThreadMode) {
+  SKIP_WITHOUT_SILERO();
+  expect_matches_reference(through_corepool("thread", 2, 64, 0, "onednn", /*split=*/true, /*block=*/1000));
+  expect_matches_reference(through_corepool("thread", 1, 8, 0, "onednn", /*split=*/true, /*block=*/37));
+}
+
+TEST(SileroTest, TheSplitScoresStreamsInBlocksAsTheyDecodeInProcessMode) {
+  SKIP_WITHOUT_SILERO();
+  expect_matches_reference(through_corepool("process", 2, 64, 0, "onednn", /*split=*/true, /*block=*/4096));
+}
+
+// A stream whose decoding fails part way ends with that error once its tasks
+// out are back; the other streams are scored as if it were not there.
+TEST(SileroTest, AStreamClosedWithAnErrorEndsWithItAndTheOthersAreExact) {
+  SKIP_WITHOUT_SILERO();
+  auto model = load_model(kDir);
+  Config config;
+  config.model_dir = kDir;
+  config.mode = "thread";
+  config.workers = 2;
+  config.log_level = "warn";
+  ModelConfig exact = model->config;
+  exact.stateful.lane_seconds = 0;
+  std::mutex mu;
+  std::map<uint64_t, std::pair<std::vector<float>, std::string>> ended;
+  SplitScorer scorer(exact, [&](uint64_t id, std::vector<float> s, const std::string& error) {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(ended.count(id), 0u) << "stream " << id << " ended twice";
+    ended[id] = {std::move(s), error};
+  });
+  std::unique_ptr<Executor> executor =
+      make_executor_factory(config, model)([&](SegmentResult&& r) { scorer.on_complete(std::move(r)); });
+  scorer.attach(executor.get());
+  const std::vector<float>& good = streams()[0];
+  scorer.add(0, std::make_shared<const std::vector<float>>(good));
+  scorer.open(1, std::make_shared<const std::vector<float>>(good.begin(), good.begin() + 5000), 0);
+  scorer.pump(*executor, false);
+  scorer.extend(1, std::make_shared<const std::vector<float>>(good.begin() + 5000, good.begin() + 9000));
+  scorer.close(1, "x.wav: truncated at t = 0.56 s");
+  while (scorer.pump(*executor)) {
+  }
+  executor->wait_idle();
+  scorer.attach(nullptr);
+  ASSERT_EQ(ended.size(), 2u);
+  EXPECT_EQ(ended[1].second, "x.wav: truncated at t = 0.56 s");
+  EXPECT_EQ(ended[0].second, "");
+  const std::vector<float> want = reference(good);
+  ASSERT_EQ(ended[0].first.size(), want.size());
+  for (size_t c = 0; c < want.size(); ++c) ASSERT_NEAR(ended[0].first[c], want[c], 1e-5) << "chunk " << c;
 }
 
 // A killed worker's fronts and sequences go to the other worker as they were
