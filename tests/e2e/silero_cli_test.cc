@@ -42,6 +42,24 @@ std::vector<Span> speech_of(const std::string& csv) {
   return spans;
 }
 
+// The demo repeated until it lasts at least `seconds`.
+std::vector<float> demo_of_at_least(double seconds) {
+  const std::vector<float> demo = synth::demo_samples(16000);
+  std::vector<float> out;
+  while (out.size() < seconds * 16000) out.insert(out.end(), demo.begin(), demo.end());
+  return out;
+}
+
+// The names of the regular files in `dir`, sorted.
+std::vector<std::string> result_names(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.is_regular_file()) names.push_back(entry.path().filename());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 class SileroCliTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -107,13 +125,8 @@ std::string events_of_long_file(const std::string& mode, const std::string& lane
 // reference is the other path: lanes longer than the file run the method
 // chunk by chunk on the file decoded whole. Same events, to the row.
 TEST_P(SileroCliTest, ALongFileScoredWhileItDecodesHasTheEventsOfTheFileRunWhole) {
-  std::vector<float> three = synth::demo_samples(16000);
-  const size_t one = three.size();
-  three.resize(3 * one);
-  std::copy_n(three.begin(), one, three.begin() + one);
-  std::copy_n(three.begin(), one, three.begin() + 2 * one);
   const std::string path = dir_.path() + "/long.wav";
-  synth::write_samples(path, three, 16000);
+  synth::write_samples(path, demo_of_at_least(80), 16000);
   const std::string streamed = events_of_long_file(GetParam(), "0", path, dir_);
   const std::string whole = events_of_long_file(GetParam(), "1000", path, dir_);
   EXPECT_GE(speech_of(streamed).size(), 3u) << streamed;
@@ -123,14 +136,9 @@ TEST_P(SileroCliTest, ALongFileScoredWhileItDecodesHasTheEventsOfTheFileRunWhole
 // A long file found damaged after its first part was scored: one line naming
 // it, no result and no temporary file, and the good file beside it done.
 TEST_P(SileroCliTest, ALongFileTruncatedPastItsFirstPartFailsAloneWithNoResult) {
-  std::vector<float> long_samples;
-  while (long_samples.size() < 45 * 16000) {
-    const std::vector<float> demo = synth::demo_samples(16000);
-    long_samples.insert(long_samples.end(), demo.begin(), demo.end());
-  }
   const std::string in = dir_.path() + "/in";
   ASSERT_EQ(::mkdir(in.c_str(), 0755), 0);
-  synth::write_samples(in + "/cut.wav", long_samples, 16000);
+  synth::write_samples(in + "/cut.wav", demo_of_at_least(45), 16000);
   synth::write_samples(in + "/good.wav", synth::demo_samples(16000), 16000);
   // 40 s of the 45+ the header states: 16-bit mono after a 44-byte header.
   std::filesystem::resize_file(in + "/cut.wav", 44 + 40 * 16000 * 2);
@@ -139,9 +147,7 @@ TEST_P(SileroCliTest, ALongFileTruncatedPastItsFirstPartFailsAloneWithNoResult) 
   EXPECT_NE(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("cut.wav"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("truncated"), std::string::npos) << r.err;
-  std::vector<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator(out)) names.push_back(entry.path().filename());
-  EXPECT_EQ(names, std::vector<std::string>{"good.wav.jsonl"});
+  EXPECT_EQ(result_names(out), std::vector<std::string>{"good.wav.jsonl"});
 }
 
 // A directory's files open several at a time, on every cpu: two bad ones
@@ -163,13 +169,10 @@ TEST_P(SileroCliTest, BadFilesAmongGoodOnesEachGetTheirLineAndTheRestTheirResult
   EXPECT_NE(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("clip3b.wav"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("clip7b.wav"), std::string::npos) << r.err;
-  std::vector<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator(out)) names.push_back(entry.path().filename());
-  std::sort(names.begin(), names.end());
   std::vector<std::string> expected;
   for (int i = 0; i < 10; ++i) expected.push_back("clip" + std::to_string(i) + ".wav.jsonl");
   std::sort(expected.begin(), expected.end());
-  EXPECT_EQ(names, expected);
+  EXPECT_EQ(result_names(out), expected);
 }
 
 // Equal files finish together and their results are committed as a group,
@@ -180,25 +183,20 @@ TEST_P(SileroCliTest, BadFilesAmongGoodOnesEachGetTheirLineAndTheRestTheirResult
 TEST_P(SileroCliTest, AResultThatCannotBeRenamedFailsAloneInItsGroup) {
   const std::string in = dir_.path() + "/in", out = dir_.path() + "/out";
   ASSERT_EQ(::mkdir(in.c_str(), 0755), 0);
-  const std::vector<float> demo = synth::demo_samples(16000);
-  const std::vector<float> clip(demo.begin(), demo.begin() + 3 * 16000);  // 3 s of speech
+  std::vector<float> clip = synth::demo_samples(16000);
+  clip.resize(3 * 16000);  // 3 s of speech
   for (int i = 0; i < 64; ++i) synth::write_samples(in + "/clip" + std::to_string(i) + ".wav", clip, 16000);
   std::filesystem::create_directories(out + "/clip13.wav.jsonl/taken");
   const auto r = testing::corepool_cli({"batch", "--model", kDir, "--mode", GetParam(), "--out", out, in}, dir_);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("clip13.wav: " + out + "/clip13.wav.jsonl: cannot rename"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line, once: " << r.err;
-  std::vector<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator(out)) {
-    if (entry.is_regular_file()) names.push_back(entry.path().filename());
-  }
-  std::sort(names.begin(), names.end());
   std::vector<std::string> expected;
   for (int i = 0; i < 64; ++i) {
     if (i != 13) expected.push_back("clip" + std::to_string(i) + ".wav.jsonl");
   }
   std::sort(expected.begin(), expected.end());
-  EXPECT_EQ(names, expected) << "every other result in place, no temporary file left";
+  EXPECT_EQ(result_names(out), expected) << "every other result in place, no temporary file left";
   EXPECT_TRUE(std::filesystem::is_directory(out + "/clip13.wav.jsonl/taken"));
 }
 
