@@ -1,12 +1,21 @@
 // Unit tests for supervisor/batch/parallel_each.h: every index runs exactly
 // once, on as many threads as asked (two calls that each wait for the other
-// finish only if they run at once), on the caller alone when asked for one.
+// finish only if they run at once), on the caller alone when asked for one;
+// helpers are kept from one call to the next, and a call whose helpers are
+// all busy elsewhere finishes on its own thread.
 #include "supervisor/batch/parallel_each.h"
 
 #include <gtest/gtest.h>
 
+#include <sys/types.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <future>
+#include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -38,6 +47,99 @@ TEST(ParallelEachTest, TwoThreadsRunTwoIndicesAtOnce) {
     if (started == 2) ++saw_both;
   });
   EXPECT_EQ(saw_both, 2);
+}
+
+// The kernel's ids of the threads, other than the caller, that ran a call of
+// two indices that each wait for the other (so a helper runs one).
+std::set<pid_t> helpers_of_a_call() {
+  std::atomic<int> started{0};
+  std::mutex mu;
+  std::set<pid_t> helpers;
+  const pid_t caller = ::gettid();
+  parallel_each(2, 2, [&](size_t) {
+    ++started;
+    const auto give_up = std::chrono::steady_clock::now() + 10s;
+    while (started < 2 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+    std::lock_guard<std::mutex> lock(mu);
+    if (::gettid() != caller) helpers.insert(::gettid());
+  });
+  return helpers;
+}
+
+std::set<pid_t> threads_of_this_process() {
+  std::set<pid_t> tids;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+    tids.insert(static_cast<pid_t>(std::stol(entry.path().filename().string())));
+  }
+  return tids;
+}
+
+// A new thread gets a new kernel id: helpers started for each call would not
+// be among the threads that were there before the calls.
+TEST(ParallelEachTest, HelpersAreKeptFromOneCallToTheNext) {
+  ASSERT_EQ(helpers_of_a_call().size(), 1u);
+  const std::set<pid_t> before = threads_of_this_process();
+  for (int k = 0; k < 10; ++k) {
+    for (const pid_t helper : helpers_of_a_call()) {
+      EXPECT_EQ(before.count(helper), 1u) << "call " << k << ": helper " << helper << " is a new thread";
+    }
+  }
+}
+
+// Every helper is held by one call; a second call from another thread then
+// runs all of its indices on its own thread and returns, while the first
+// still holds them.
+TEST(ParallelEachTest, ACallWhoseHelpersAreAllBusyFinishesAlone) {
+  std::atomic<size_t> holding{0};
+  std::atomic<bool> release{false};
+  auto blocker = std::async(std::launch::async, [&] {
+    parallel_each(kParallelEachHelpers + 1, static_cast<int>(kParallelEachHelpers + 1), [&](size_t) {
+      ++holding;
+      const auto give_up = std::chrono::steady_clock::now() + 20s;
+      while (!release && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(1ms);
+    });
+  });
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  while (holding < kParallelEachHelpers + 1 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_EQ(holding, kParallelEachHelpers + 1) << "the helpers did not all start";
+  std::vector<int> runs(100, 0);
+  bool elsewhere = false;
+  auto second = std::async(std::launch::async, [&] {
+    const auto second_caller = std::this_thread::get_id();
+    parallel_each(runs.size(), 4, [&](size_t i) {
+      ++runs[i];
+      if (std::this_thread::get_id() != second_caller) elsewhere = true;
+    });
+  });
+  const bool finished = second.wait_for(10s) == std::future_status::ready;
+  release = true;
+  blocker.get();
+  ASSERT_TRUE(finished) << "the second call waited for a helper to be free";
+  second.get();
+  EXPECT_EQ(runs, std::vector<int>(100, 1));
+  EXPECT_FALSE(elsewhere);
+}
+
+// Calls from several threads at once, each asking for helpers: every index
+// of every call runs exactly once.
+TEST(ParallelEachTest, CallsFromSeveralThreadsAtOnceEachRunEveryIndexOnce) {
+  constexpr int kCallers = 4, kCalls = 50;
+  std::vector<std::future<bool>> callers;
+  for (int c = 0; c < kCallers; ++c) {
+    callers.push_back(std::async(std::launch::async, [] {
+      for (int k = 0; k < kCalls; ++k) {
+        std::vector<std::atomic<int>> runs(64);
+        parallel_each(runs.size(), 3, [&](size_t i) { ++runs[i]; });
+        for (const auto& r : runs) {
+          if (r != 1) return false;
+        }
+      }
+      return true;
+    }));
+  }
+  for (auto& c : callers) EXPECT_TRUE(c.get());
 }
 
 TEST(ParallelEachTest, OneThreadRunsOnTheCallerInOrder) {
