@@ -274,14 +274,19 @@ SegmentTask SplitScorer::build_front(uint64_t stream, int64_t chunk, const std::
   task.stream = stream;
   task.index = static_cast<uint64_t>(chunk);
   task.input = TaskInput::kSplitFront;
-  task.samples.assign(static_cast<size_t>(width), 0.0f);
-  for (const Block& b : window) {
+  // Appended in order, zeros only where no block has samples: filling the
+  // whole front with zeros first wrote every sample twice.
+  std::vector<float>& out = task.samples;
+  out.reserve(static_cast<size_t>(width));
+  for (const Block& b : window) {  // in stream order, without gaps
     const std::vector<float>& samples = *b.samples;
-    const int64_t lo = std::max(from, b.start);
+    const int64_t lo = std::max(from + static_cast<int64_t>(out.size()), b.start);
     const int64_t hi = std::min(from + width, b.start + static_cast<int64_t>(samples.size()));
     if (hi <= lo) continue;
-    std::copy(samples.begin() + (lo - b.start), samples.begin() + (hi - b.start), task.samples.begin() + (lo - from));
+    out.resize(static_cast<size_t>(lo - from), 0.0f);
+    out.insert(out.end(), samples.begin() + (lo - b.start), samples.begin() + (hi - b.start));
   }
+  out.resize(static_cast<size_t>(width), 0.0f);
   return task;
 }
 
