@@ -80,6 +80,20 @@ SplitCost split_us_per_chunk(torch::jit::Module& method, const StatefulSpec& s, 
   return cost;
 }
 
+// The sequence over `streams` streams at once (sequence_chunks each, one
+// call): us per chunk of one stream. Many files' sequences batch this way; one
+// stream's cannot.
+double sequence_us_per_stream_chunk(torch::jit::Method& sequence, const StatefulSpec& s, int64_t streams,
+                                    double seconds) {
+  c10::InferenceMode guard;
+  const torch::Tensor features = torch::randn({s.split.sequence_chunks, streams, s.split.feature_floats});
+  std::vector<int64_t> state_shape = s.state_shape;
+  state_shape[s.batch_dim()] = streams;
+  torch::Tensor state = torch::full(state_shape, s.state_initial);
+  return best_us([&] { state = sequence({features, state}).toTuple()->elements()[1].toTensor(); },
+                 s.split.sequence_chunks * streams, seconds);
+}
+
 // Microseconds per chunk of `method` at `batch`, the best of three timed
 // stretches of about `seconds` / 3 each, after a warm-up.
 double us_per_chunk(torch::jit::Module& method, const StatefulSpec& s, int64_t batch, double seconds) {
@@ -123,6 +137,14 @@ void print_split(const torch::jit::Module& loaded, const ModelConfig& c, const s
       std::printf(" %14.1f us (%6.0fx)", us, chunk_seconds * 1e6 / us);
     }
     std::printf("\n");
+    std::fflush(stdout);
+  }
+  std::printf("split, frozen, the sequence over N streams at once (%d chunks each): us per chunk of one stream\n",
+              s.split.sequence_chunks);
+  torch::jit::Method sequence = frozen.get_method(s.split.sequence);
+  for (const int64_t n : {1, 2, 4, 8, 16, 32}) {
+    const double us = sequence_us_per_stream_chunk(sequence, s, n, seconds / 3);
+    std::printf("%8lld streams %10.2f us (%6.0fx)\n", static_cast<long long>(n), us, chunk_seconds * 1e6 / us);
     std::fflush(stdout);
   }
 }
