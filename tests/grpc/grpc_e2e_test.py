@@ -456,7 +456,12 @@ class SharedMemory(unittest.TestCase):
         self.assertEqual(response.outputs[0].parameters["shared_memory_region"].string_param, "out")
         with open("/dev/shm" + out_key, "rb") as f:
             got = list(struct.unpack("<%df" % len(raw), f.read()))
-        self.assertEqual(got, raw)
+        # Equal up to float rounding: the two segments may run as one batch of
+        # two or on two engines, one each, and a batch's size can change the
+        # kernel (on an AMX Xeon the raw answer and this one differed by 1e-7).
+        self.assertEqual(len(got), len(raw))
+        for g, r in zip(got, raw):
+            self.assertAlmostEqual(g, r, places=5)
 
 
 class Doors(unittest.TestCase):
