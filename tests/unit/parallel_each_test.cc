@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <future>
 #include <mutex>
@@ -90,31 +91,46 @@ TEST(ParallelEachTest, HelpersAreKeptFromOneCallToTheNext) {
 // runs all of its indices on its own thread and returns, while the first
 // still holds them.
 TEST(ParallelEachTest, ACallWhoseHelpersAreAllBusyFinishesAlone) {
-  std::atomic<size_t> holding{0};
-  std::atomic<bool> release{false};
+  std::mutex mu;
+  std::condition_variable changed;
+  size_t holding = 0;
+  bool release = false;
+  const auto let_go = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+    changed.notify_all();
+  };
   auto blocker = std::async(std::launch::async, [&] {
     parallel_each(kParallelEachHelpers + 1, static_cast<int>(kParallelEachHelpers + 1), [&](size_t) {
+      std::unique_lock<std::mutex> lock(mu);
       ++holding;
-      const auto give_up = std::chrono::steady_clock::now() + 20s;
-      while (!release && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(1ms);
+      changed.notify_all();
+      changed.wait_for(lock, 20s, [&] { return release; });
     });
   });
-  const auto give_up = std::chrono::steady_clock::now() + 10s;
-  while (holding < kParallelEachHelpers + 1 && std::chrono::steady_clock::now() < give_up) {
-    std::this_thread::sleep_for(1ms);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!changed.wait_for(lock, 10s, [&] { return holding == kParallelEachHelpers + 1; })) {
+      lock.unlock();
+      let_go();
+      FAIL() << "the helpers did not all start";
+    }
   }
-  ASSERT_EQ(holding, kParallelEachHelpers + 1) << "the helpers did not all start";
+  // Its first index waits up to 0.5 s for another thread to take one: a
+  // helper started for the call would (as threads made per call did).
   std::vector<int> runs(100, 0);
-  bool elsewhere = false;
+  std::atomic<bool> elsewhere{false};
   auto second = std::async(std::launch::async, [&] {
     const auto second_caller = std::this_thread::get_id();
     parallel_each(runs.size(), 4, [&](size_t i) {
       ++runs[i];
       if (std::this_thread::get_id() != second_caller) elsewhere = true;
+      const auto give_up = std::chrono::steady_clock::now() + 500ms;
+      while (i == 0 && !elsewhere && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
     });
   });
   const bool finished = second.wait_for(10s) == std::future_status::ready;
-  release = true;
+  let_go();
   blocker.get();
   ASSERT_TRUE(finished) << "the second call waited for a helper to be free";
   second.get();
