@@ -44,7 +44,9 @@ class HelperPool {
       ++starting_;
       std::thread([this] { serve(); }).detach();
     }
-    work_cv_.notify_all();
+    // One wake-up an ask: waking every idle helper for a call that asks one
+    // would run them all only to find nothing.
+    for (size_t h = 0; h < helpers; ++h) work_cv_.notify_one();
   }
 
   // Withdraws the asks no helper took, then waits for those that did.
