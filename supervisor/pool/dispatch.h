@@ -24,7 +24,7 @@ class Dispatcher {
 
   // Moves what submitters handed over into the queue; returns whether a stop
   // was requested.
-  bool take_pending() { return submissions_.take_pending(queue_); }
+  bool take_pending();
   // Queued requests of these streams complete now with an error; in-flight
   // ones run to the end but are never re-dispatched.
   void apply_cancels(const std::vector<uint64_t>& streams);
@@ -45,6 +45,7 @@ class Dispatcher {
   Worker* least_loaded(WorkerTable& table) const;
   Worker* target(WorkerTable& table, const Request& req) const;
   bool push(Worker& w, Request& req);
+  void dispatch_from(std::deque<Request>& from, WorkerTable& table, std::vector<Worker*>& pushed);
   void deliver(SegmentResult&& result);
   void fail_all_queued(const std::string& why);
   bool poisoned(Request& req, bool suspect, const std::string& how, bool shutting_down);
@@ -55,7 +56,8 @@ class Dispatcher {
   Executor::Completion on_complete_;
   Submissions& submissions_;
   PoolMirror& mirror_;
-  std::deque<Request> queue_;                        // waiting for a slot
+  std::deque<Request> follow_ups_;                   // waiting for a slot: what completions submitted (Request::worker)
+  std::deque<Request> queue_;                        // waiting for a slot: the rest
   std::unordered_map<uint64_t, Request> in_flight_;  // id -> request in some worker's slot
   int delivering_ = -1;                              // drain_completions()'s worker
 };

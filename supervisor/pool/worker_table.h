@@ -37,6 +37,7 @@ struct Worker {
   std::unique_ptr<shm::RingConsumer<shm::CompletionDesc, shm::kRingSlots>> completions;
   shm::SlotPool slots{0};                // one slab slot per request in flight (the layout's count, set by create())
   std::vector<uint64_t> slot_owner;      // request id per slab slot; 0 = free
+  uint32_t follow_ups = 0;               // of those, requests its own completions submitted (Dispatcher::least_loaded)
   int eventfd = -1;
   uv_poll_t poll{};           // the supervisor loop's: completions and readiness
   uv_timer_t respawn_timer{};  // armed in kRespawnWait; the replacement forks once it has fired

@@ -8,6 +8,7 @@
 #include <sched.h>
 
 #include <filesystem>
+#include <future>
 #include <map>
 #include <mutex>
 
@@ -85,6 +86,7 @@ TEST(PoolDispatchTest, WithALongBatchDelaySegmentsSubmittedOneByOneRunAsOneBatch
 TEST(PoolDispatchTest, WithNoBatchDelayALoneSegmentRunsAtOnceByItself) { run_child("NoDelay"); }
 TEST(PoolDispatchTest, EachWorkerIsPinnedToItsCpuAndItsReplacementToTheSame) { run_child("Pinning"); }
 TEST(PoolDispatchTest, AWorkerRunsBatchesAboveTheOld64OfOneSecondSegments) { run_child("BigBatches"); }
+TEST(PoolDispatchTest, PlainSegmentsAvoidAWorkerHoldingAFollowUpOfItsOwn) { run_child("FollowUp"); }
 
 TEST(DISABLED_DispatchChild, LeastLoaded) {
   testing::TempDir dir;
@@ -196,6 +198,62 @@ TEST(DISABLED_DispatchChild, NoDelay) {
     EXPECT_EQ(s.batches, i + 1);
     EXPECT_EQ(s.segments, i + 1);
   }
+  for (auto& [index, r] : results.by_index) EXPECT_TRUE(r.error.empty()) << index << ": " << r.error;
+}
+
+// A completion's follow-up (what it submits, back to its own worker) is
+// waiting in a worker that is stopped; the segments submitted next, all at
+// once, must go to the other worker and be answered while it stays stopped.
+// Least-loaded by slots alone sends every second one to the stopped worker
+// (one slot each, then ties), and they are not answered until it runs again.
+TEST(DISABLED_DispatchChild, FollowUp) {
+  testing::TempDir dir;
+  auto model = testing::small_model(dir);
+  const size_t samples = model->config.segment_samples();
+  constexpr uint64_t kFollowUp = 100, kPlain = 8;
+  Results results;
+  std::promise<int> held;  // the stopped worker's index, once its follow-up is submitted
+  ProcessPool* pool_ptr = nullptr;
+  std::vector<int> pids;
+  ProcessPool pool(model, options(2, 4), [&](SegmentResult&& r) {
+    if (r.index == 0) {
+      // On the loop thread, delivering worker r.timing.engine's completion:
+      // stop it, then give it a follow-up.
+      const int pid = pids.at(static_cast<size_t>(r.timing.engine));
+      ::kill(pid, SIGSTOP);
+      EXPECT_TRUE(testing::wait_until([&] { return proc_state(pid) == 'T'; }, std::chrono::seconds(30)));
+      std::vector<SegmentTask> next{{1, kFollowUp, testing::test_segment(samples, kFollowUp)}};
+      EXPECT_TRUE(pool_ptr->try_submit(next));
+      held.set_value(r.timing.engine);
+    }
+    results.add(std::move(r));
+  });
+  pool_ptr = &pool;
+  pids = pool.worker_pids();
+  pool.submit({1, 0, testing::test_segment(samples, 0)});
+  std::future<int> stopped = held.get_future();
+  ASSERT_EQ(stopped.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  const int w = stopped.get();
+  const std::unique_ptr<const int, void (*)(const int*)> resume(&pids.at(static_cast<size_t>(w)),
+                                                                 [](const int* pid) { ::kill(*pid, SIGCONT); });
+  std::vector<SegmentTask> plain;
+  for (uint64_t i = 1; i <= kPlain; ++i) plain.push_back({1, i, testing::test_segment(samples, i)});
+  ASSERT_TRUE(pool.try_submit(plain));
+  for (uint64_t i = 1; i <= kPlain; ++i) {
+    ASSERT_TRUE(results.wait_for(i, std::chrono::seconds(30))) << "segment " << i << " went to the stopped worker";
+  }
+  EXPECT_FALSE(results.has(kFollowUp)) << "the follow-up ran, so its worker was not stopped";
+  for (uint64_t i = 1; i <= kPlain; ++i) {
+    std::lock_guard<std::mutex> lock(results.mu);
+    EXPECT_NE(results.by_index[i].timing.engine, w) << "segment " << i;
+  }
+
+  ::kill(pids.at(static_cast<size_t>(w)), SIGCONT);
+  ASSERT_TRUE(results.wait_for(kFollowUp, std::chrono::seconds(60)));
+  pool.wait_idle();
+  std::lock_guard<std::mutex> lock(results.mu);
+  EXPECT_EQ(results.by_index[kFollowUp].timing.engine, w) << "a follow-up goes to the worker whose completion made it";
+  EXPECT_EQ(results.duplicates, 0);
   for (auto& [index, r] : results.by_index) EXPECT_TRUE(r.error.empty()) << index << ": " << r.error;
 }
 
