@@ -3,7 +3,9 @@
 // makes, in thread and process mode, at batch 1 and batched across streams.
 // The reference is independent of our engine: LibTorch runs the TOP-LEVEL
 // module's forward(x [1, 512], 16000) in a loop, which keeps its own state and
-// context; every chunk's probability must match within 1e-5. Without the .jit
+// context; every chunk's probability must match within 1e-5 at batch 1, and
+// batched within what LibTorch's own batching allows on this CPU (see
+// batched_tolerance()). Without the .jit
 // the tests skip and say why. The audio is espeak-ng speech with silence and
 // noise around it (lengths that are not whole chunks), about 12 s in all.
 #include <gtest/gtest.h>
@@ -79,6 +81,48 @@ std::vector<float> reference(const std::vector<float>& samples) {
   }
   return probs;
 }
+
+// The top-level module again, but the three streams batched in one call per
+// chunk (the shorter ones zero-padded), against its own batch-1 loop: the
+// largest difference over every stream's chunks. It is LibTorch's alone, no
+// corepool code runs. On the AVX-512 CPUs these tests ran on (Zen 4, Zen 5,
+// the AMX Xeon) batched runs passed at 1e-5; on the AMD EPYC Zen 3 (AVX2)
+// oneDNN's convolutions sum in another order at batch 1 than batched, and this
+// was 3.24e-5 (stream 0, chunk 5), as corepool's batched runs were.
+double library_batch_spread() {
+  static const double spread = [] {
+    torch::jit::Module module = torch::jit::load(kDir + "/model.pt");
+    c10::InferenceMode guard;
+    module.run_method("reset_states");
+    const auto& all = streams();
+    size_t longest = 0;
+    for (const auto& s : all) longest = std::max(longest, s.size());
+    double worst = 0;
+    std::vector<std::vector<float>> want;
+    for (const auto& s : all) want.push_back(reference(s));
+    for (size_t at = 0, c = 0; at < longest; at += 512, ++c) {
+      torch::Tensor x = torch::zeros({static_cast<int64_t>(all.size()), 512});
+      for (size_t i = 0; i < all.size(); ++i) {
+        if (at >= all[i].size()) continue;
+        std::copy(all[i].begin() + at, all[i].begin() + std::min(all[i].size(), at + 512), x[i].data_ptr<float>());
+      }
+      const torch::Tensor p = module.forward({x, 16000}).toTensor().reshape({-1});
+      for (size_t i = 0; i < all.size(); ++i) {
+        if (c < want[i].size()) worst = std::max(worst, std::abs(static_cast<double>(p[i].item<float>()) - want[i][c]));
+      }
+    }
+    std::printf("LibTorch's own module, batched against its batch-1 loop: max difference %.3g\n", worst);
+    return worst;
+  }();
+  return spread;
+}
+
+// Batched calls are held to 1e-5, or to three times the library's own batched
+// difference where that is larger: corepool's calls batch other chunks
+// together than the spread's run (streams end, fronts batch one stream's
+// chunks), so their rounding differs by the same order, never by more. A
+// stream's state or context gone wrong moves probabilities by 1e-2 and more.
+double batched_tolerance() { return std::max(1e-5, 3 * library_batch_spread()); }
 
 // Every stream in blocks of `block` samples (the last shorter), a pump
 // between rounds: the scorer runs what is in while the rest comes.
@@ -170,14 +214,14 @@ Scored through_corepool(const std::string& mode, int workers, int max_batch, int
   return out;
 }
 
-void expect_matches_reference(const Scored& got) {
+void expect_matches_reference(const Scored& got, double tolerance = batched_tolerance()) {
   double worst = 0;
   for (size_t i = 0; i < streams().size(); ++i) {
     const std::vector<float> want = reference(streams()[i]);
     ASSERT_EQ(got.scores[i].size(), want.size()) << "stream " << i;
     for (size_t c = 0; c < want.size(); ++c) {
       worst = std::max(worst, std::abs(static_cast<double>(got.scores[i][c]) - want[c]));
-      ASSERT_NEAR(got.scores[i][c], want[c], 1e-5) << "stream " << i << " chunk " << c;
+      ASSERT_NEAR(got.scores[i][c], want[c], tolerance) << "stream " << i << " chunk " << c;
     }
   }
   std::printf("max |probability difference| against the top-level module: %.3g\n", worst);
@@ -187,7 +231,7 @@ TEST(SileroTest, ThreadModeAtBatchOneMatchesTheModuleRunInALoop) {
   SKIP_WITHOUT_SILERO();
   const Scored got = through_corepool("thread", 1, 1);
   EXPECT_EQ(got.largest_batch, 1u);
-  expect_matches_reference(got);
+  expect_matches_reference(got, 1e-5);  // batch 1 throughout: the loop's own kernels
 }
 
 TEST(SileroTest, ThreadModeBatchedAcrossStreamsMatchesTheModuleRunInALoop) {
@@ -224,7 +268,7 @@ TEST(SileroTest, ProcessModeAtBatchOneMatchesTheModuleRunInALoop) {
   SKIP_WITHOUT_SILERO();
   const Scored got = through_corepool("process", 1, 1);
   EXPECT_EQ(got.largest_batch, 1u);
-  expect_matches_reference(got);
+  expect_matches_reference(got, 1e-5);  // batch 1 throughout: the loop's own kernels
 }
 
 TEST(SileroTest, ProcessModeBatchedAcrossStreamsMatchesTheModuleRunInALoop) {
@@ -372,7 +416,9 @@ TEST(SileroTest, AStreamClosedWithAnErrorEndsWithItAndTheOthersAreExact) {
   EXPECT_EQ(ended[0].second, "");
   const std::vector<float> want = reference(good);
   ASSERT_EQ(ended[0].first.size(), want.size());
-  for (size_t c = 0; c < want.size(); ++c) ASSERT_NEAR(ended[0].first[c], want[c], 1e-5) << "chunk " << c;
+  for (size_t c = 0; c < want.size(); ++c) {
+    ASSERT_NEAR(ended[0].first[c], want[c], batched_tolerance()) << "chunk " << c;
+  }
 }
 
 // A killed worker's fronts and sequences go to the other worker as they were
