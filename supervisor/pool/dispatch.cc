@@ -107,19 +107,6 @@ bool Dispatcher::push(Worker& w, Request& req) {
   return true;
 }
 
-bool Dispatcher::take_pending() {
-  const size_t before = queue_.size();
-  const bool stop = submissions_.take_pending(queue_);
-  // The new follow-ups (at the back) go to their own queue, in order.
-  std::deque<Request> plain;
-  for (size_t i = before; i < queue_.size(); ++i) {
-    (queue_[i].worker >= 0 ? follow_ups_ : plain).push_back(std::move(queue_[i]));
-  }
-  queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(before), queue_.end());
-  for (Request& r : plain) queue_.push_back(std::move(r));
-  return stop;
-}
-
 // Pushes from the front of `from` while its front has a worker.
 void Dispatcher::dispatch_from(std::deque<Request>& from, WorkerTable& table, std::vector<Worker*>& pushed) {
   while (!from.empty()) {

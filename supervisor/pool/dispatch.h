@@ -24,7 +24,7 @@ class Dispatcher {
 
   // Moves what submitters handed over into the queue; returns whether a stop
   // was requested.
-  bool take_pending();
+  bool take_pending() { return submissions_.take_pending(queue_, follow_ups_); }
   // Queued requests of these streams complete now with an error; in-flight
   // ones run to the end but are never re-dispatched.
   void apply_cancels(const std::vector<uint64_t>& streams);

@@ -61,10 +61,10 @@ void Submissions::request_stop() {
   stop_requested_ = true;
 }
 
-bool Submissions::take_pending(std::deque<Request>& queue) {
+bool Submissions::take_pending(std::deque<Request>& plain, std::deque<Request>& follow_ups) {
   std::lock_guard<std::mutex> lock(mu_);
   while (!pending_.empty()) {
-    queue.push_back(std::move(pending_.front()));
+    (pending_.front().worker >= 0 ? follow_ups : plain).push_back(std::move(pending_.front()));
     pending_.pop_front();
   }
   return stop_requested_;

@@ -42,9 +42,10 @@ class Submissions {
   void wait_idle();
   void request_stop();
 
-  // Supervisor loop: moves what is pending to the end of `queue`; returns
-  // whether a stop was requested.
-  bool take_pending(std::deque<Request>& queue);
+  // Supervisor loop: moves what is pending, in order, to the end of
+  // `follow_ups` (requests a completion submitted: Request::worker set) or of
+  // `plain`; returns whether a stop was requested.
+  bool take_pending(std::deque<Request>& plain, std::deque<Request>& follow_ups);
   std::vector<uint64_t> take_cancels();
   bool stop_requested() const;
   // One delivery: frees its place for a blocked submit().
