@@ -6,7 +6,8 @@ if(COREPOOL_FUZZ AND NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
   message(FATAL_ERROR "COREPOOL_FUZZ needs clang (libFuzzer): CC=clang CXX=clang++ cmake ...")
 endif()
 
-set(COREPOOL_SANITIZE_FLAGS -fno-omit-frame-pointer -g)
+# Line tables (-g1) are all a report's stack needs.
+set(COREPOOL_SANITIZE_FLAGS -fno-omit-frame-pointer -g1)
 if(COREPOOL_SANITIZE)
   list(APPEND COREPOOL_SANITIZE_FLAGS -fsanitize=${COREPOOL_SANITIZE} -fno-sanitize-recover=all)
   add_link_options(-fsanitize=${COREPOOL_SANITIZE})
