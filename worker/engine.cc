@@ -28,6 +28,22 @@ struct SilentBatch {
   SilentBatch& operator=(const SilentBatch&) = delete;
 };
 
+// Runs f(): what LibTorch throws (an error, a TorchScript raise or assert)
+// comes out as a ModelError that starts with `prefix`; a ModelError (a shape
+// already named) as it is.
+template <typename F>
+void as_model_error(const std::string& prefix, F&& f) {
+  try {
+    f();
+  } catch (const ModelError&) {
+    throw;
+  } catch (const c10::Error& e) {
+    throw ModelError(prefix + e.what_without_backtrace());
+  } catch (const std::exception& e) {  // torch::jit::JITException
+    throw ModelError(prefix + e.what());
+  }
+}
+
 }  // namespace
 
 // The split's two kinds: only a model with a split takes them, and only at their sizes.
@@ -167,30 +183,41 @@ void Engine::check_output_shape(int batch) {
 void Engine::check_output_shape_on(const std::vector<const float*>& segments) {
   const std::string what =
       segments.size() == 1 ? "a silent segment" : "a batch of " + std::to_string(segments.size()) + " silent segments";
-  try {
-    infer(segments);
-  } catch (const ModelError&) {
-    throw;  // the output shape, already named
-  } catch (const c10::Error& e) {
-    throw ModelError(model_->dir + "/model.pt: forward() fails on " + what + ": " + e.what_without_backtrace());
-  } catch (const std::exception& e) {  // a TorchScript raise/assert (torch::jit::JITException)
-    throw ModelError(model_->dir + "/model.pt: forward() fails on " + what + ": " + e.what());
-  }
-  try {
-    check_split();
-  } catch (const ModelError&) {
-    throw;
-  } catch (const c10::Error& e) {
-    throw ModelError(model_->dir + "/model.toml: [stateful.split] methods fail: " + e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    throw ModelError(model_->dir + "/model.toml: [stateful.split] methods fail: " + e.what());
-  }
+  as_model_error(model_->dir + "/model.pt: forward() fails on " + what + ": ", [&] { infer(segments); });
+  as_model_error(model_->dir + "/model.toml: [stateful.split] methods fail: ", [&] { check_split(); });
 }
 
 void Engine::warm_up(int batch) {
+  if (model_->config.stateful.split.enabled()) {
+    warm_up_split(batch);
+    return;
+  }
   const SilentBatch silent(model_->config.task_floats(), batch);
   check_output_shape_on(silent.segments);
   for (int k = 1; k < kWarmupCalls; ++k) infer(silent.segments);
+}
+
+// A split model serves through its front and its sequence, never through the
+// method at full batch: warming the method on `batch` chunks twice, as other
+// models warm, made oneDNN primitives and touched activations that no call
+// would use. The check runs on one chunk (the method's shape, then the split
+// against the method); the front then warms on full batches, so a front that
+// cannot take `batch` chunks fails here, and the sequence on one stream's
+// longest call.
+void Engine::warm_up_split(int batch) {
+  const StatefulSpec& s = model_->config.stateful;
+  const SilentBatch one(model_->config.task_floats(), 1);
+  check_output_shape_on(one.segments);
+  const std::string split = model_->dir + "/model.toml: [stateful.split] ";
+  as_model_error(split + s.split.front + " on a batch of " + std::to_string(batch) + " silent chunks fails: ", [&] {
+    const torch::Tensor chunks = torch::zeros({std::max<int64_t>(batch, 1), s.context_samples + s.chunk_samples});
+    for (int k = 0; k < kWarmupCalls; ++k) split_front(chunks);
+  });
+  as_model_error(split + s.split.sequence + " on " + std::to_string(s.split.sequence_chunks) + " chunks fails: ", [&] {
+    const std::vector<float> stream(static_cast<size_t>(s.split.sequence_chunks * s.split.feature_floats), 0.0f);
+    const std::vector<float> state(static_cast<size_t>(s.state_floats()), s.state_initial);
+    split_sequence(stream.data(), s.split.sequence_chunks, state.data());
+  });
 }
 
 }  // namespace corepool

@@ -74,7 +74,8 @@ class Engine {
   // bench's ceilings do, before any clock.
   static constexpr int kWarmupCalls = 2;
   // check_output_shape(batch), then more forward()s of `batch` silent
-  // segments, kWarmupCalls in all.
+  // segments, kWarmupCalls in all. A split model instead checks on one chunk
+  // and warms its front on `batch` chunks and its sequence (engine.cc).
   void warm_up(int batch);
 
   // A split stateful model ([stateful.split], worker/split_infer.cc). The
@@ -96,6 +97,7 @@ class Engine {
   const LoadedModel& model() const { return *model_; }
 
  private:
+  void warm_up_split(int batch);  // warm_up() of a split model
   torch::Tensor batch_input(const std::vector<BatchItem>& items) const;
   // check_output_shape() on segments the caller holds.
   void check_output_shape_on(const std::vector<const float*>& segments);

@@ -362,6 +362,7 @@ BatchStats run_stateful_inputs(const BatchOptions& options, const ModelConfig& m
                                Progress& progress, const ExecutorFactory& make_executor) {
   StatefulRun run(options, model, progress);
   for (const auto& e : errors) run.fail_input(e.key, e.message);
+  const Clock::time_point begun = Clock::now();
   Clock::time_point ready, drained;
   {
     std::future<std::unique_ptr<Executor>> starting = std::async(std::launch::async, [&] {
@@ -378,8 +379,13 @@ BatchStats run_stateful_inputs(const BatchOptions& options, const ModelConfig& m
     const ExecutorStats s = executor->stats();
     double busy = 0;
     for (const double b : s.busy_seconds) busy += b;
-    spdlog::info("stateful model: {} chunks in {} calls (mean batch {:.1f}), engines busy {:.2f} s in all", s.segments,
-                 s.batches, s.batches ? static_cast<double>(s.segments) / s.batches : 0.0, busy);
+    // Engines that start slowly (process mode forks and warms its workers)
+    // show here, not in the calls.
+    const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+    spdlog::info("stateful model: {} chunks in {} calls (mean batch {:.1f}), engines busy {:.2f} s in all; engines "
+                 "ready {:.2f} s into the run, every result in {:.2f} s after that",
+                 s.segments, s.batches, s.batches ? static_cast<double>(s.segments) / s.batches : 0.0, busy,
+                 seconds(ready - begun), seconds(drained - ready));
     // Lanes change what a stateful model says near each lane's start
     // (docs/models.md measures how much): say so whenever they ran.
     if (const size_t laned = run.laned_files(); laned > 0) {
