@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -221,6 +222,38 @@ TEST(DISABLED_MemoryChild, IdleWorkerPurges) {
     if (name == "jemalloc_bg_thd") ++background_threads;
   }
   EXPECT_EQ(background_threads, 0) << "the worker runs jemalloc's background thread";
+}
+
+// A worker keeps its warm-up's activations for its first calls (given back
+// at once, they were faulted in again by the first batch) and gives them back
+// in its first idle spell. The worker stalls 3 s after it is ready
+// (COREPOOL_TEST_STALL_AFTER_READY_MS), so the first reading is taken before
+// its loop can idle, however late this process gets the cpu.
+TEST(PoolMemoryTest, AWorkerHoldsItsWarmUpsActivationsUntilItFirstIdles) {
+  if (!testing::jemalloc_usable()) GTEST_SKIP() << COREPOOL_JEMALLOC_LIBRARY << " is not installed";
+  const auto r = testing::run_self_test_on_jemalloc("DISABLED_MemoryChild.WarmUpKeptUntilIdle", kDefaultMallocConf);
+  EXPECT_TRUE(testing::child_test_passed(r)) << "exit " << r.exit_code << "\n" << r.out << r.err;
+}
+
+TEST(DISABLED_MemoryChild, WarmUpKeptUntilIdle) {
+  ASSERT_EQ(allocator_in_use(), "jemalloc");
+  auto model = load_model(COREPOOL_CNN10_MODEL);  // CNN10: tens of MB of activations at batch 8
+  ::setenv("COREPOOL_TEST_STALL_AFTER_READY_MS", "3000", 1);  // read by the worker, after the fork
+  ProcessPoolOptions o;
+  o.optimize = "none";
+  o.workers = 1;
+  o.max_batch = 8;
+  o.hang_timeout_ms = 120000;
+  o.log_level = "warn";
+  ProcessPool pool(model, o, [](SegmentResult&&) {});
+  ASSERT_EQ(pool.worker_pids().size(), 1u);
+  const int worker = pool.worker_pids()[0];
+  const long warm = pss_kb(worker);
+  long idle = warm;
+  EXPECT_TRUE(testing::wait_until([&] { return warm - (idle = pss_kb(worker)) > 8 * 1024; }, std::chrono::seconds(30)))
+      << "PSS " << warm << " kB right after the warm-up, " << idle << " kB once idle: either the warm-up's "
+      << "activations were given back before any call, or never";
+  std::printf("worker PSS after its warm-up %ld kB, once idle %ld kB\n", warm, idle);
 }
 
 // The child: a pool of $WORKERS over $MODEL, every worker having run a few
