@@ -379,8 +379,6 @@ BatchStats run_stateful_inputs(const BatchOptions& options, const ModelConfig& m
     const ExecutorStats s = executor->stats();
     double busy = 0;
     for (const double b : s.busy_seconds) busy += b;
-    // Engines that start slowly (process mode forks and warms its workers)
-    // show here, not in the calls.
     const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
     spdlog::info("stateful model: {} chunks in {} calls (mean batch {:.1f}), engines busy {:.2f} s in all; engines "
                  "ready {:.2f} s into the run, every result in {:.2f} s after that",
