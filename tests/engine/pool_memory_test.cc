@@ -160,6 +160,17 @@ TEST(PoolMemoryTest, OptimizedPrepackedWeightsAreSharedByEveryWorker) {
   EXPECT_LT(per_worker - fixed, weights_kb / 10);
 }
 
+// One worker, batches of 8, never killed as hung here: the idle-purge cases.
+ProcessPoolOptions one_worker_of_eight() {
+  ProcessPoolOptions o;
+  o.optimize = "none";
+  o.workers = 1;
+  o.max_batch = 8;
+  o.hang_timeout_ms = 120000;
+  o.log_level = "warn";
+  return o;
+}
+
 // A worker keeps its freed activations for its next batch (its EngineArena has
 // no time-based decay) and gives them back once idle for 100 ms: its PSS falls
 // by most of a batch's activations after its last result. Runs on jemalloc
@@ -177,13 +188,8 @@ TEST(DISABLED_MemoryChild, IdleWorkerPurges) {
   // deadline is above that): 17 segments are two batches, then the 17th held
   // alone. The worker holding it is busy, not idle, so it cannot purge before
   // the first reading, however late this process gets the cpu.
-  ProcessPoolOptions o;
-  o.optimize = "none";
-  o.workers = 1;
-  o.max_batch = 8;
+  ProcessPoolOptions o = one_worker_of_eight();
   o.max_batch_delay_us = 60000000;
-  o.hang_timeout_ms = 120000;
-  o.log_level = "warn";
   std::mutex mu;
   std::condition_variable cv;
   size_t done = 0;
@@ -239,12 +245,7 @@ TEST(DISABLED_MemoryChild, WarmUpKeptUntilIdle) {
   ASSERT_EQ(allocator_in_use(), "jemalloc");
   auto model = load_model(COREPOOL_CNN10_MODEL);  // CNN10: tens of MB of activations at batch 8
   ::setenv("COREPOOL_TEST_STALL_AFTER_READY_MS", "3000", 1);  // read by the worker, after the fork
-  ProcessPoolOptions o;
-  o.optimize = "none";
-  o.workers = 1;
-  o.max_batch = 8;
-  o.hang_timeout_ms = 120000;
-  o.log_level = "warn";
+  const ProcessPoolOptions o = one_worker_of_eight();
   ProcessPool pool(model, o, [](SegmentResult&&) {});
   ASSERT_EQ(pool.worker_pids().size(), 1u);
   const int worker = pool.worker_pids()[0];
