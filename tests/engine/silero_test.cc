@@ -329,7 +329,7 @@ TEST(SileroTest, TheSplitAsLoadedMatchesTheModuleRunInALoop) {
   auto model = load_model(kDir);
   // The engine plan line and `corepool doctor` name it.
   EXPECT_NE(stateful_text(model->config).find("split: front corepool_front (128 features a chunk), sequence "
-                                              "corepool_sequence (up to 32 chunks a call)"),
+                                              "corepool_sequence (up to 64 chunks a call)"),
             std::string::npos)
       << stateful_text(model->config);
   expect_split_matches_reference(model);
