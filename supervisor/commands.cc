@@ -163,7 +163,7 @@ ExitCode run_batch_command(const Config& cfg, const Cli& cli) {
   auto model = load_model(cfg.model_dir);
   ModelConfig config = model->config;
   if (!apply_stateful_flags(cli, config)) return ExitCode::kUsage;
-  const ExecutorFactory factory = make_executor_factory(cfg, model);
+  const ExecutorFactory factory = make_executor_factory(cfg, model, nullptr, ExecutorStart::kFirstReady);
   const BatchStats stats = run_batch(*batch, config, factory);
   if (stats.files_skipped > 0) {
     spdlog::info("skipped {} file(s) whose result is already complete (--force redoes them)", stats.files_skipped);

@@ -28,9 +28,12 @@ inline int grow_mb_per_segment() {
 
 // COREPOOL_TEST_BOOT_DELAY_MS: a slow boot, as when eight workers each load a
 // private copy on two cpus. COREPOOL_TEST_STALL_AFTER_READY_MS: a worker
-// preempted right after it signalled ready. Sleeps that long, or not at all.
+// preempted right after it signalled ready. Sleeps that long, or not at all;
+// with COREPOOL_TEST_PAUSE_SLOT=N only the worker in slot N does.
 enum class Pause { kBootDelay, kStallAfterReady };
-inline void pause(Pause which) {
+inline void pause(Pause which, int slot) {
+  const char* only = std::getenv("COREPOOL_TEST_PAUSE_SLOT");
+  if (only && std::atoi(only) != slot) return;
   const char* name =
       which == Pause::kBootDelay ? "COREPOOL_TEST_BOOT_DELAY_MS" : "COREPOOL_TEST_STALL_AFTER_READY_MS";
   if (const char* ms = std::getenv(name)) std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));

@@ -348,7 +348,7 @@ std::shared_ptr<spdlog::logger> make_worker_logger(const WorkerSetup& setup) {
       // engines busy 0.64 -> 0.56 s); the first idle spell gives them back.
       engine->warm_up(setup.max_batch);
     }
-    test_hooks::pause(test_hooks::Pause::kBootDelay);
+    test_hooks::pause(test_hooks::Pause::kBootDelay, setup.slot);
   } catch (const std::exception& e) {
     log->error("cannot start: {}", e.what());
     ::_exit(exit_status(ExitCode::kWorkerBootFailure));
@@ -361,7 +361,7 @@ std::shared_ptr<spdlog::logger> make_worker_logger(const WorkerSetup& setup) {
   channel->control.heartbeat_ns.store(monotonic_ns(), std::memory_order_relaxed);
   channel->control.state.store(static_cast<uint32_t>(shm::BootState::kReady), std::memory_order_release);
   shm::signal_eventfd(setup.completion_eventfd);  // tell the supervisor we are ready
-  test_hooks::pause(test_hooks::Pause::kStallAfterReady);
+  test_hooks::pause(test_hooks::Pause::kStallAfterReady, setup.slot);
   const int64_t ready = monotonic_ns();
   log->debug("ready (pid {}, cpu {}) in {:.1f} ms: weights mapped {:.1f}, engine {:.1f}, first forward() {:.1f}",
              ::getpid(), setup.cpu, (ready - started) / 1e6, (mapped - started) / 1e6, (built - mapped) / 1e6,

@@ -381,7 +381,7 @@ BatchStats run_stateful_inputs(const BatchOptions& options, const ModelConfig& m
     for (const double b : s.busy_seconds) busy += b;
     const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
     spdlog::info("stateful model: {} chunks in {} calls (mean batch {:.1f}), engines busy {:.2f} s in all; engines "
-                 "ready {:.2f} s into the run, every result in {:.2f} s after that",
+                 "taking work {:.2f} s into the run, every result in {:.2f} s after that",
                  s.segments, s.batches, s.batches ? static_cast<double>(s.segments) / s.batches : 0.0, busy,
                  seconds(ready - begun), seconds(drained - ready));
     // Lanes change what a stateful model says near each lane's start

@@ -61,14 +61,20 @@ Dispatcher::Dispatcher(const ProcessPoolOptions& options, const shm::ChannelLayo
 // worker's slots instead. (Silero, 10 min as one file: both workers ran every
 // front first, 190 ms in calls of 256, and then one of them the 566 links left
 // alone while the other idled.) With follow-ups everywhere, or none, this is
-// plain least-loaded.
+// plain least-loaded. A worker still starting (a respawn, or the second of a
+// batch pool that began with the first ready) takes work only when every
+// ready worker's slots are full: what waits in its ring waits for its boot.
 Worker* Dispatcher::least_loaded(WorkerTable& table) const {
-  bool some_without = false;
-  for (auto& w : table.slots()) some_without = some_without || (takes_work(w->state) && w->follow_ups == 0);
+  bool some_without = false, some_ready = false;
+  for (auto& w : table.slots()) {
+    some_without = some_without || (takes_work(w->state) && w->follow_ups == 0);
+    some_ready = some_ready || (w->state == WorkerState::kReady && w->slots.in_use() < w->slots.capacity());
+  }
   Worker* best = nullptr;
   for (auto& w : table.slots()) {
     if (!takes_work(w->state) || w->slots.in_use() >= w->slots.capacity()) continue;
     if (some_without && w->follow_ups > 0) continue;
+    if (some_ready && w->state != WorkerState::kReady) continue;
     if (!best || w->slots.in_use() < best->slots.in_use()) best = w.get();
   }
   return best;

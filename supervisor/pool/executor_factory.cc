@@ -19,7 +19,7 @@ int effective_workers(const Config& config) {
 }
 
 ExecutorFactory make_executor_factory(const Config& config, std::shared_ptr<const LoadedModel> model,
-                                      EnginePlan* plan_out) {
+                                      EnginePlan* plan_out, ExecutorStart start) {
   const bool process = config.mode == "process";
   // Process mode: a batch fits the worker's slab (channel_layout()); thread mode's limit is the model's.
   const int limit = process ? static_cast<int>(channel_layout(model->config).batch_limit()) : 1024;
@@ -53,6 +53,7 @@ ExecutorFactory make_executor_factory(const Config& config, std::shared_ptr<cons
     opts.log_level = cfg.log_level;
     opts.optimize = cfg.optimize;
     opts.kernels = cfg.kernels;
+    opts.start_on_first_ready = start == ExecutorStart::kFirstReady;
     return [model, opts](Executor::Completion done) {
       return std::make_unique<ProcessPool>(model, opts, std::move(done));
     };

@@ -49,10 +49,12 @@ void PoolMirror::count(uint64_t PoolCounters::*counter, uint64_t n) {
   counters_.*counter += n;
 }
 
-void PoolMirror::wait_ready(std::chrono::milliseconds timeout) {
+void PoolMirror::wait_ready(std::chrono::milliseconds timeout, bool first_only) {
   std::unique_lock<std::mutex> lock(mu_);
-  const bool done =
-      ready_cv_.wait_for(lock, timeout, [this] { return !boot_error_.empty() || all_ready_locked(); });
+  const auto ready = [this, first_only] {
+    return first_only ? std::any_of(ready_.begin(), ready_.end(), [](bool r) { return r; }) : all_ready_locked();
+  };
+  const bool done = ready_cv_.wait_for(lock, timeout, [&] { return !boot_error_.empty() || ready(); });
   if (!boot_error_.empty()) throw ModelError(boot_error_);
   if (!done) throw std::runtime_error("workers not ready after " + std::to_string(timeout.count()) + " ms");
 }

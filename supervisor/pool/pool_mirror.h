@@ -31,9 +31,9 @@ class PoolMirror {
   void boot_failed(const std::string& error);  // keeps the first
   void count(uint64_t PoolCounters::*counter, uint64_t n = 1);
 
-  // Until every worker is ready; throws ModelError after a boot failure and
-  // std::runtime_error at the timeout.
-  void wait_ready(std::chrono::milliseconds timeout);
+  // Until every worker is ready (or, with `first_only`, one); throws
+  // ModelError after a boot failure and std::runtime_error at the timeout.
+  void wait_ready(std::chrono::milliseconds timeout, bool first_only = false);
 
   std::vector<int> pids() const;
   bool all_ready() const;

@@ -34,6 +34,10 @@ struct ProcessPoolOptions {
   // and is given up after 10 tries. Tests shorten both; the schedule is the same.
   int respawn_backoff_ms = 100;
   int respawn_backoff_max_ms = 10000;
+  // The constructor returns once the first worker is ready instead of every
+  // one (`corepool batch`: the others take their share of the queue as they
+  // come up). A service reports READY=1 only with every worker up: false.
+  bool start_on_first_ready = false;
 };
 
 struct PoolCounters {

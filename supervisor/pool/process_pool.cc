@@ -63,7 +63,7 @@ class ProcessPool::Impl {
       weights_ = std::make_unique<SharedWeights>(share_weights(*model_));
     }
     loop_.start(weights_.get());
-    mirror_.wait_ready(std::chrono::milliseconds(options_.start_timeout_ms));
+    mirror_.wait_ready(std::chrono::milliseconds(options_.start_timeout_ms), options_.start_on_first_ready);
   }
 
   void submit(SegmentTask task) {
