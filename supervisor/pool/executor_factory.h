@@ -27,7 +27,7 @@ int effective_workers(const Config& config);
 // When the executor's constructor returns: once every engine is ready
 // (serve: READY=1 means every worker is up), or in process mode once the
 // first worker is (batch: the others take their share as they come up; in a
-// Silero run of the 10-minute file the second was ready 10-50 ms after the
+// Silero run of the 10-minute file the second was ready 2-50 ms after the
 // first on a 2-cpu AMD EPYC Zen 5). Thread mode's engines start together.
 enum class ExecutorStart { kAllReady, kFirstReady };
 
