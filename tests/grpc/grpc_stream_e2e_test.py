@@ -73,7 +73,9 @@ class Server:
         self.proc = subprocess.Popen([ARGS.corepool, "--log-level", "info", "--config", self.config, "serve",
                                       "--mode", ARGS.mode, "--model", ARGS.model, "--listen", "127.0.0.1:0",
                                       "--grpc-listen", "127.0.0.1:0"], stdout=self.log, stderr=subprocess.STDOUT)
-        wait_for(lambda: "gRPC: serving on" in self.text() or self.proc.poll() is not None, 120, "serve to start")
+        # Both doors log their port, in either order: wait for both lines.
+        wait_for(lambda: ("gRPC: serving on" in self.text() and re.search(r"on http://[^ ]*:[0-9]+", self.text()))
+                 or self.proc.poll() is not None, 120, "serve to start")
         if self.proc.poll() is not None:
             raise RuntimeError("serve exited %s:\n%s" % (self.proc.returncode, self.text()))
         self.http_port = int(re.search(r"on http://[^ ]*:([0-9]+)", self.text()).group(1))
