@@ -44,7 +44,7 @@ int main(int, char** argv) {
                  looked.empty() ? "it next to /proc/self/exe" : looked.c_str());
     return corepool::exit_status(corepool::ExitCode::kEngineNotFound);
   }
-  corepool::set_launch_environment();
+  corepool::set_launch_environment(argv);
   ::execv(engine.c_str(), argv);
   std::fprintf(stderr, "corepool: cannot execute %s: %s\n", engine.c_str(), std::strerror(errno));
   return corepool::exit_status(corepool::ExitCode::kEngineNotRunnable);

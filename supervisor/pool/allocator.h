@@ -14,6 +14,11 @@ namespace corepool {
 // The MALLOC_CONF corepool sets when the environment has none (measured in
 // bench/RESULTS.md, "Soak"; documented in README, "Memory allocator").
 extern const char* const kDefaultMallocConf;
+// `corepool batch`'s: the default and jemalloc's huge pages (allocator.cc says why).
+extern const char* const kBatchMallocConf;
+// The MALLOC_CONF for a command line (argv[0] the program): the batch one
+// when its first word that names a subcommand is "batch", else the default.
+const char* malloc_conf_for(char* const* argv);
 
 // "jemalloc" when jemalloc's mallctl is resolvable in this process, else "system".
 std::string allocator_in_use();
@@ -31,10 +36,10 @@ std::string ensure_allocator(const std::string& wanted, char** argv);
 
 // The launcher's half: sets the environment ensure_allocator would
 // re-execute with for the default allocator (jemalloc preloaded,
-// OPENBLAS_NUM_THREADS and MALLOC_CONF unless the user set them) and a marker
+// OPENBLAS_NUM_THREADS and MALLOC_CONF for argv unless the user set them) and a marker
 // that lets ensure_allocator restore the user's LD_PRELOAD without a re-exec.
 // False, and nothing changed, when jemalloc is not installed or this process
 // was itself started by corepool.
-bool set_launch_environment();
+bool set_launch_environment(char* const* argv);
 
 }  // namespace corepool

@@ -96,6 +96,28 @@ TEST(AllocatorTest, SystemdUnitStatesTheDefaultMallocConfPlusAbortConf) {
   EXPECT_NE(text.str().find(line), std::string::npos) << "expected" << line << "in " << unit;
 }
 
+// `corepool batch` gets jemalloc's huge pages, every other command the
+// default; the subcommand is the first word that names one, after any
+// global flags and their values.
+TEST(AllocatorTest, OnlyTheBatchCommandAsksForHugePages) {
+  const std::string batch = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0,thp:always";
+  EXPECT_EQ(kBatchMallocConf, batch);
+  EXPECT_EQ(batch.rfind(kDefaultMallocConf, 0), 0u) << "the batch conf is the default plus huge pages";
+  const auto conf = [](std::vector<std::string> words) {
+    std::vector<char*> argv;
+    for (auto& w : words) argv.push_back(w.data());
+    argv.push_back(nullptr);
+    return std::string(malloc_conf_for(argv.data()));
+  };
+  EXPECT_EQ(conf({"corepool", "batch", "--model", "m", "a.wav"}), batch);
+  EXPECT_EQ(conf({"corepool", "--log-level", "debug", "batch", "serve.wav"}), batch);
+  EXPECT_EQ(conf({"corepool", "serve", "--model", "batch"}), kDefaultMallocConf);
+  EXPECT_EQ(conf({"corepool", "bench"}), kDefaultMallocConf);
+  EXPECT_EQ(conf({"corepool", "--help"}), kDefaultMallocConf);
+  EXPECT_EQ(conf({"corepool"}), kDefaultMallocConf);
+  EXPECT_STREQ(malloc_conf_for(nullptr), kDefaultMallocConf);
+}
+
 // A process on the system allocator that asks for jemalloc is re-executed with
 // it preloaded; afterwards jemalloc is really mapped and answering, and the
 // user's (empty) LD_PRELOAD is back for the programs it starts.
@@ -271,7 +293,7 @@ TEST(DISABLED_AllocatorChild, Launched) {
   if (!pass) {
     const char* preload = std::getenv("LD_PRELOAD");
     ::setenv(kPassEnv, (std::string("1 ") + (preload ? preload : "")).c_str(), 1);
-    ASSERT_TRUE(set_launch_environment());
+    ASSERT_TRUE(set_launch_environment(argv.data()));
     ::execv("/proc/self/exe", argv.data());
     FAIL() << "execv: " << std::strerror(errno);
   }
@@ -279,7 +301,7 @@ TEST(DISABLED_AllocatorChild, Launched) {
   const int execs = std::stoi(note.substr(0, note.find(' ')));
   const std::string user_preload = note.substr(note.find(' ') + 1);
   ::setenv(kPassEnv, (std::to_string(execs + 1) + " " + user_preload).c_str(), 1);
-  EXPECT_FALSE(set_launch_environment()) << "a process corepool started must not be prepared again";
+  EXPECT_FALSE(set_launch_environment(argv.data())) << "a process corepool started must not be prepared again";
   const std::string why = ensure_allocator(wanted, argv.data());
   EXPECT_EQ(why, "");
   EXPECT_EQ(jemalloc_mapped(), wanted == "jemalloc");
