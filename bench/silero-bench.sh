@@ -32,6 +32,11 @@ echo "cpu: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) cpus), commit $(git
 # The bare ceiling: one thread, a tight forward() loop of the inner network
 # (bench/silero_ceiling.cc), as loaded / frozen / optimized, per batch size.
 "$BUILD/bench/corepool-silero-ceiling" --model "$MODEL" --batches 16,32,64,128,256 --seconds 1.5 2>/dev/null
+# The supervisor's side, without the model: opening and decoding the same
+# audio as 1 file and as 200, one thread (the best of 3 passes).
+for set in long short; do
+  echo "$set: $("$BUILD/bench/corepool-decode-bench" --reps 3 "$WORK/$set"/*.wav | tail -n 1)"
+done
 # ROUNDS (default 1) repeats corepool's four runs and the script's two, in
 # turn, so that a machine shared with other work is seen by all of them alike.
 # BASELINE=DIR (a copy of an older build's corepool and corepool-engine) runs
