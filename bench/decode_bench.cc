@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "audio/audio_stream.h"
+#include "bench/tool_main.h"
 #include "supervisor/pool/allocator.h"
 
 namespace corepool {
@@ -86,10 +87,5 @@ int run_main(int argc, char** argv) {
 }  // namespace corepool
 
 int main(int argc, char** argv) {
-  try {
-    return corepool::run_main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "corepool-decode-bench: %s\n", e.what());
-    return 1;
-  }
+  return corepool::tool_main("corepool-decode-bench", corepool::run_main, argc, argv);
 }

@@ -22,6 +22,7 @@
 
 #include "audio/audio_stream.h"
 #include "audio/speech_events.h"
+#include "bench/tool_main.h"
 #include "config/config.h"
 #include "supervisor/batch/stream_scorer.h"
 #include "supervisor/pool/executor_factory.h"
@@ -134,10 +135,5 @@ int run_main(int argc, char** argv) {
 }  // namespace corepool
 
 int main(int argc, char** argv) {
-  try {
-    return corepool::run_main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "corepool-lanes-bench: %s\n", e.what());
-    return 1;
-  }
+  return corepool::tool_main("corepool-lanes-bench", corepool::run_main, argc, argv);
 }

@@ -23,6 +23,7 @@
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/script.h>
 
+#include "bench/tool_main.h"
 #include "supervisor/pool/allocator.h"
 #include "worker/model/model.h"
 #include "worker/model/torch_module.h"
@@ -208,10 +209,5 @@ int run_main(int argc, char** argv) {
 }  // namespace corepool
 
 int main(int argc, char** argv) {
-  try {
-    return corepool::run_main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "corepool-silero-ceiling: %s\n", e.what());
-    return 1;
-  }
+  return corepool::tool_main("corepool-silero-ceiling", corepool::run_main, argc, argv);
 }
