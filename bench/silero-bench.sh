@@ -37,6 +37,9 @@ echo "cpu: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) cpus), commit $(git
 for set in long short; do
   echo "$set: $("$BUILD/bench/corepool-decode-bench" --reps 3 "$WORK/$set"/*.wav | tail -n 1)"
 done
+# What a page fault costs here against mapping pages in one call: process
+# mode's workers and the supervisor after fork() pay faults thread mode does not.
+"$BUILD/bench/corepool-fault-bench" --reps 3
 # ROUNDS (default 1) repeats corepool's four runs and the script's two, in
 # turn, so that a machine shared with other work is seen by all of them alike.
 # BASELINE=DIR (a copy of an older build's corepool and corepool-engine) runs
